@@ -1,0 +1,57 @@
+"""gangq's admission engine: pure, deterministic, no I/O.
+
+The operator and the simulator drive the same :class:`Engine`; see ``docs/engine.md``.
+"""
+
+from gangq.core.config import EngineConfig
+from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate, PodSetAssignment
+from gangq.core.engine import Engine
+from gangq.core.errors import SpecError
+from gangq.core.model import (
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorFungibility,
+    FlavorQuotas,
+    FlavorSpec,
+    LocalQueueSpec,
+    NodeSpec,
+    PodInfo,
+    PodSetSpec,
+    PreemptionSpec,
+    ResourceGroup,
+    ResourceQuota,
+    WorkloadSpec,
+)
+from gangq.core.selectors import LabelRequirement, LabelSelector, Taint, Toleration
+from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
+
+__all__ = [
+    "Admission",
+    "ClusterQueueSpec",
+    "ClusterQueueView",
+    "CohortSpec",
+    "Decision",
+    "Engine",
+    "EngineConfig",
+    "Eviction",
+    "FlavorFungibility",
+    "FlavorQuotas",
+    "FlavorSpec",
+    "LabelRequirement",
+    "LabelSelector",
+    "LocalQueueSpec",
+    "NodeSpec",
+    "PendingUpdate",
+    "PendingView",
+    "PodInfo",
+    "PodSetAssignment",
+    "PodSetSpec",
+    "PreemptionSpec",
+    "ResourceGroup",
+    "ResourceQuota",
+    "SpecError",
+    "Taint",
+    "Toleration",
+    "WorkloadSpec",
+    "WorkloadView",
+]

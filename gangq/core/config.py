@@ -1,0 +1,61 @@
+"""Engine configuration: the knobs an admin sets once per installation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RequeueTimestamp = Literal["Creation", "Eviction"]
+
+
+class EngineConfig:
+    """Settings of the admission engine.
+
+    - ``pods_ready_timeout``: seconds an admitted gang has to get ``minMember`` pods running before
+      it is evicted (``None`` switches the check off).
+    - ``backoff_base`` / ``backoff_max``: requeue delay after such an eviction, doubling per
+      eviction; ``backoff_limit``: evictions after which the workload is deactivated (``None``: never).
+    - ``requeue_timestamp``: where an evicted workload re-enters its queue: ``Creation`` keeps its
+      original position, ``Eviction`` puts it behind everything queued before the eviction.
+    - ``starvation_timeout``: seconds after which a blocked head that has no computable reservation
+      (runners without runtime limits) stops anything in its scope from passing it.
+    - ``fair_sharing``: order ClusterQueues in a cohort by weighted dominant-resource share and let
+      reclaim prefer the queues with the largest share.
+    """
+
+    __slots__ = (
+        "backoff_base",
+        "backoff_limit",
+        "backoff_max",
+        "fair_sharing",
+        "pods_ready_timeout",
+        "requeue_timestamp",
+        "starvation_timeout",
+    )
+
+    def __init__(
+        self,
+        pods_ready_timeout: float | None = 300.0,
+        backoff_base: float = 60.0,
+        backoff_max: float = 3600.0,
+        backoff_limit: int | None = None,
+        requeue_timestamp: RequeueTimestamp = "Eviction",
+        starvation_timeout: float = 1800.0,
+        fair_sharing: bool = False,
+    ) -> None:
+        if pods_ready_timeout is not None and pods_ready_timeout <= 0:
+            raise ValueError("pods_ready_timeout must be positive or None")
+        if backoff_base < 0 or backoff_max < backoff_base:
+            raise ValueError("backoff_base must be >= 0 and backoff_max >= backoff_base")
+        if backoff_limit is not None and backoff_limit < 0:
+            raise ValueError("backoff_limit must be >= 0 or None")
+        if requeue_timestamp not in ("Creation", "Eviction"):
+            raise ValueError("requeue_timestamp must be Creation or Eviction")
+        if starvation_timeout < 0:
+            raise ValueError("starvation_timeout must be >= 0")
+        self.pods_ready_timeout = pods_ready_timeout
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.backoff_limit = backoff_limit
+        self.requeue_timestamp: RequeueTimestamp = requeue_timestamp
+        self.starvation_timeout = starvation_timeout
+        self.fair_sharing = fair_sharing

@@ -1,0 +1,1297 @@
+"""The admission engine: events in, decisions out.
+
+Shells (the kopf operator, the simulator, benchmarks) tell the engine what exists — flavors,
+cohorts, ClusterQueues, LocalQueues, namespaces, nodes, pods, workloads — and call
+:meth:`Engine.schedule` with the current time. It answers with decisions: :class:`Admission` (a whole
+gang, flavors assigned, pods planned onto nodes), :class:`Eviction` (preemption, pods-ready
+timeout, stopped queue) and :class:`PendingUpdate` (a pending workload's reason changed).
+
+The engine does no I/O and reads no clock: time is an argument, iteration orders are insertion or
+sort orders, so the same events in the same order give the same decisions.
+
+Layout, after Kueue: :mod:`~gangq.core.queue` holds the pending queues, :mod:`~gangq.core.quota` and
+:mod:`~gangq.core.nodes` the admitted-state cache, this module the scheduler that decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterator, Mapping
+
+from sortedcontainers import SortedList
+
+from gangq.core.config import EngineConfig
+from gangq.core.decisions import (
+    Admission,
+    Decision,
+    Eviction,
+    EvictionReason,
+    PendingReason,
+    PendingUpdate,
+    PodSetAssignment,
+)
+from gangq.core.errors import SpecError
+from gangq.core.fairshare import dominant_share
+from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, assignments
+from gangq.core.model import (
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorResource,
+    FlavorSpec,
+    LocalQueueSpec,
+    NodeSpec,
+    PodInfo,
+    WorkloadSpec,
+)
+from gangq.core.nodes import NodeIndex, NodePool
+from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
+from gangq.core.queue import ClusterQueueState
+from gangq.core.quota import QuotaTree
+from gangq.core.selectors import Toleration
+from gangq.core.statement import Statement
+from gangq.core.units import format_amount
+from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
+from gangq.core.workload import OrderKey, Workload
+
+log = logging.getLogger("gangq.core")
+
+_ADMITTED = 0
+_FAILED = 1
+_STOP = 2
+
+_CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
+
+
+def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
+    """StrictFIFO without a retry: only workloads queued ahead of the blocked head may be tried."""
+    for key in cursor:
+        if key >= head:
+            return
+        yield key
+
+
+class _Cycle:
+    """Per-cycle scratch state."""
+
+    __slots__ = ("admitted", "decisions", "failed", "now", "preempted_in", "unplaceable")
+
+    def __init__(self, now: float, decisions: list[Decision]) -> None:
+        self.now = now
+        # Request vectors that fit no node of a candidate-pool set this cycle.
+        self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
+        # ClusterQueues whose head already tried preemption this cycle.
+        self.preempted_in: set[str] = set()
+        self.admitted: list[Workload] = []
+        self.failed: list[Workload] = []
+        self.decisions = decisions
+
+
+class _Reservation:
+    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
+
+    __slots__ = ("never", "time", "version")
+
+    def __init__(self, version: int, time: float | None, never: bool) -> None:
+        self.version = version
+        self.time = time
+        self.never = never
+
+
+class Engine:
+    """The gang admission engine. Not thread-safe: drive it from one task."""
+
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.quota = QuotaTree()
+        self.nodes = NodeIndex()
+        self.flavors: dict[str, FlavorSpec] = {}
+        self.cluster_queues: dict[str, ClusterQueueState] = {}
+        self.cohort_specs: dict[str, CohortSpec] = {}
+        self.local_queues: dict[str, LocalQueueSpec] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self._seq = 0
+        self._timers: list[tuple[float, int, str, str, int]] = []  # (time, seq, kind, key, token)
+        self._timer_seq = 0
+        self._dirty: dict[str, None] = {}  # ClusterQueues with something to try
+        self._updates: dict[str, None] = {}  # workloads whose pending reason changed
+        self._unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
+        self._waiting_nodes: dict[str, None] = {}  # ClusterQueues with gangs blocked on nodes
+        self._running_by_end: SortedList = SortedList()  # (end time, seq, key) of bounded runners
+        self._drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
+        self._version = 0  # bumped on every capacity change (reservation cache key)
+        self._reservations: dict[str, _Reservation] = {}
+        self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
+
+    # ------------------------------------------------------------------------------------------
+    # Cluster configuration events
+    # ------------------------------------------------------------------------------------------
+
+    def upsert_flavor(self, spec: FlavorSpec) -> None:
+        self.flavors[spec.name] = spec
+        self._config_changed()
+
+    def delete_flavor(self, name: str) -> None:
+        self.flavors.pop(name, None)
+        self._config_changed()
+
+    def upsert_cohort(self, spec: CohortSpec) -> None:
+        spec.validate()
+        self.quota.set_cohort(spec.name, spec.parent, spec.resource_groups, spec.fair_sharing_weight)
+        self.cohort_specs[spec.name] = spec
+        self._config_changed()
+
+    def delete_cohort(self, name: str) -> None:
+        self.cohort_specs.pop(name, None)
+        self.quota.remove_cohort(name)
+        self._config_changed()
+
+    def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:
+        spec.validate()
+        node = self.quota.set_cluster_queue(spec.name, spec.cohort, spec.resource_groups, spec.fair_sharing_weight)
+        cq = self.cluster_queues.get(spec.name)
+        if cq is None:
+            cq = ClusterQueueState(spec, node)
+            self.cluster_queues[spec.name] = cq
+        cq.deleted = False
+        cq.set_spec(spec)
+        if spec.stop_policy == "HoldAndDrain":
+            self._drain["cq:" + spec.name] = None
+        self._config_changed()
+
+    def delete_cluster_queue(self, name: str) -> None:
+        """Delete a ClusterQueue. Its pending workloads become unrouted; admitted ones keep their
+        quota until they finish (like Kueue's resource-in-use finalizer)."""
+        cq = self.cluster_queues.get(name)
+        if cq is None:
+            return
+        cq.deleted = True
+        for key in list(cq.ordered()):
+            wl = self.workloads[key[3]]
+            cq.discard(wl)
+            wl.cq = None
+            self._unrouted[wl.key] = wl
+        if not cq.admitted:
+            self._forget_cluster_queue(cq)
+        self._config_changed()
+
+    def _forget_cluster_queue(self, cq: ClusterQueueState) -> None:
+        self.cluster_queues.pop(cq.name, None)
+        self.quota.remove_cluster_queue(cq.name)
+        self._dirty.pop(cq.name, None)
+
+    def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
+        self.local_queues[spec.key] = spec
+        if spec.stop_policy == "HoldAndDrain":
+            self._drain["lq:" + spec.key] = None
+        self._config_changed()
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.local_queues.pop(f"{namespace}/{name}", None)
+        self._config_changed()
+
+    def upsert_namespace(self, name: str, labels: dict[str, str]) -> None:
+        self.namespaces[name] = dict(labels)
+        self._config_changed()
+
+    def delete_namespace(self, name: str) -> None:
+        self.namespaces.pop(name, None)
+        self._config_changed()
+
+    def _config_changed(self) -> None:
+        """Specs changed: recheck which queues are active, re-route every pending workload."""
+        self._version += 1
+        self._reservations.clear()
+        for cq in self.cluster_queues.values():
+            missing = [
+                f
+                for group in cq.spec.resource_groups
+                for f in (fl.name for fl in group.flavors)
+                if f not in self.flavors
+            ]
+            if cq.deleted:
+                cq.inactive_reason = f"ClusterQueue {cq.name!r} is being deleted"
+            elif missing:
+                cq.inactive_reason = f"ClusterQueue {cq.name!r} is inactive: flavor {missing[0]!r} not found"
+            else:
+                cq.inactive_reason = None
+        # Re-route every pending workload: LocalQueue targets, namespaces or selectors may have moved.
+        for cq in list(self.cluster_queues.values()):
+            for key in list(cq.ordered()):
+                wl = self.workloads[key[3]]
+                target, _, _ = self._route_target(wl)
+                if target is not cq:
+                    cq.discard(wl)
+                    wl.cq = None
+                    self._unrouted[wl.key] = wl
+            cq.retry = True
+            self._dirty[cq.name] = None
+        for wl in list(self._unrouted.values()):
+            if wl.requeue_at is None and not wl.deactivated:
+                self._route(wl)
+
+    # ------------------------------------------------------------------------------------------
+    # Nodes and pods
+    # ------------------------------------------------------------------------------------------
+
+    def upsert_node(self, spec: NodeSpec) -> None:
+        self.nodes.upsert(spec)
+        self._capacity_freed_nodes()
+
+    def delete_node(self, name: str) -> None:
+        if self.nodes.remove(name) is not None:
+            self._version += 1
+
+    def update_pod(self, pod: PodInfo) -> None:
+        """A pod is bound to a node (or changed phase). Pods of admitted gangs replace the gang's
+        planned reservation; other pods just consume node capacity."""
+        old = self.pods.get(pod.key)
+        if old is not None:
+            if old.node == pod.node and old.requests == pod.requests and old.workload == pod.workload:
+                self.pods[pod.key] = pod
+                self._pod_running_changed(old, pod)
+                return
+            self.delete_pod(pod.key)
+        node = self.nodes.nodes.get(pod.node)
+        self.pods[pod.key] = pod
+        wl = self.workloads.get(pod.workload) if pod.workload else None
+        if wl is not None:
+            wl.pods[pod.key] = None
+        if wl is not None and wl.state in ("Admitted", "Evicting"):
+            self._bind_gang_pod(wl, pod)
+        elif node is not None:
+            self.nodes.allocate(node, pod.requests, 1)
+            self._version += 1
+        if pod.running and wl is not None and wl.state == "Admitted":
+            self._count_running(wl, +1)
+
+    def delete_pod(self, key: str) -> None:
+        """A pod is gone (deleted, or terminal): its node capacity is free again."""
+        pod = self.pods.pop(key, None)
+        if pod is None:
+            return
+        wl = self.workloads.get(pod.workload) if pod.workload else None
+        if wl is not None:
+            wl.pods.pop(key, None)
+        node = self.nodes.nodes.get(pod.node)
+        if node is not None:
+            self.nodes.allocate(node, pod.requests, -1)
+        if wl is not None and pod.node in wl.held:
+            wl.hold(pod.node, pod.requests, -1)
+        if pod.running and wl is not None and wl.state == "Admitted":
+            self._count_running(wl, -1)
+        self._capacity_freed_nodes()
+
+    def _pod_running_changed(self, old: PodInfo, pod: PodInfo) -> None:
+        if old.running == pod.running or not pod.workload:
+            return
+        wl = self.workloads.get(pod.workload)
+        if wl is not None and wl.state == "Admitted":
+            self._count_running(wl, 1 if pod.running else -1)
+
+    def _count_running(self, wl: Workload, delta: int) -> None:
+        wl.running += delta
+        if wl.running >= wl.min_member:
+            wl.pods_ready = True
+
+    def _bind_gang_pod(self, wl: Workload, pod: PodInfo) -> None:
+        """Swap one planned slot of the gang for the bound pod (prefer the slot on its node)."""
+        ps_index = next((i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == pod.pod_set), -1)
+        slot: tuple[int, str] | None = (ps_index, pod.node)
+        if slot not in wl.planned:
+            slot = next((s for s in wl.planned if s[0] == ps_index), None)
+            if slot is None:
+                slot = next(iter(wl.planned), None)
+        if slot is not None:
+            planned_req = wl.spec.pod_sets[slot[0]].requests
+            planned_node = self.nodes.nodes.get(slot[1])
+            if planned_node is not None:
+                self.nodes.allocate(planned_node, planned_req, -1)
+            wl.hold(slot[1], planned_req, -1)
+            left = wl.planned[slot] - 1
+            if left:
+                wl.planned[slot] = left
+            else:
+                del wl.planned[slot]
+        node = self.nodes.nodes.get(pod.node)
+        if node is not None:
+            self.nodes.allocate(node, pod.requests, 1)
+        wl.hold(pod.node, pod.requests, 1)
+        self._version += 1
+
+    def pods_ready(self, key: str, ready: bool = True) -> None:
+        """Shells that observe readiness directly (e.g. from JobSet status) report it here."""
+        wl = self.workloads.get(key)
+        if wl is not None and wl.state == "Admitted":
+            wl.pods_ready = ready or wl.pods_ready
+
+    def _capacity_freed_nodes(self) -> None:
+        self._version += 1
+        for name in self._waiting_nodes:
+            cq = self.cluster_queues.get(name)
+            if cq is not None:
+                cq.retry = True
+                self._dirty[name] = None
+        self._waiting_nodes.clear()
+
+    # ------------------------------------------------------------------------------------------
+    # Workload events
+    # ------------------------------------------------------------------------------------------
+
+    def submit(self, spec: WorkloadSpec, now: float) -> None:
+        """Queue a new workload, or update a pending one (priority, pod sets, queue)."""
+        spec.validate()
+        wl = self.workloads.get(spec.key)
+        if wl is not None:
+            if wl.state != "Pending":
+                return  # admitted gangs are immutable; the shell evicts to change them
+            self._unqueue(wl)
+            fresh = Workload(spec, wl.seq, now)
+            fresh.set_queue_ts(wl.queue_ts if spec.creation_time == wl.spec.creation_time else spec.creation_time)
+            fresh.ready_evictions = wl.ready_evictions
+            fresh.requeue_at = wl.requeue_at
+            fresh.deactivated = wl.deactivated
+            fresh.emitted = wl.emitted
+            fresh.pending_since = wl.pending_since
+            wl = fresh
+        else:
+            self._seq += 1
+            wl = Workload(spec, self._seq, now)
+        self.workloads[spec.key] = wl
+        if wl.deactivated:
+            self._set_reason(wl, "Deactivated", wl.message)
+            self._unrouted[wl.key] = wl
+        elif wl.requeue_at is not None and wl.requeue_at > now:
+            self._unrouted[wl.key] = wl
+        else:
+            self._route(wl)
+
+    def finish(self, key: str, now: float) -> None:
+        """The workload finished or was deleted: release everything it holds and forget it."""
+        wl = self.workloads.pop(key, None)
+        if wl is None:
+            return
+        if wl.state == "Pending":
+            self._unqueue(wl)
+        else:
+            self._release(wl)
+            # Its pods are done too: a finished gang's pods no longer use their nodes.
+            self._forget_pods(wl)
+        wl.state = "Finished"
+        self._updates.pop(key, None)
+        self._reservations.pop(key, None)
+
+    def eviction_done(self, key: str, now: float) -> None:
+        """An evicted gang has stopped (JobSet suspended, pods gone): release it and requeue it."""
+        wl = self.workloads.get(key)
+        if wl is None or wl.state != "Evicting":
+            return
+        self._release(wl)
+        self._forget_pods(wl)
+        wl.state = "Pending"
+        wl.admission = None
+        wl.running = 0
+        wl.pods_ready = False
+        wl.pending_since = now
+        wl.capacity_blocked = False
+        if wl.deactivated:
+            self._set_reason(wl, "Deactivated", wl.message)
+            self._unrouted[wl.key] = wl
+            return
+        requeue_at = wl.evict_requeue_at
+        wl.evict_requeue_at = None
+        if requeue_at is not None and requeue_at > now:
+            wl.requeue_at = requeue_at
+            self._set_reason(wl, "Backoff", f"requeued after backoff at t={requeue_at:.0f}")
+            self._unrouted[wl.key] = wl
+            self._add_timer(requeue_at, "requeue", wl.key, wl.admit_count)
+            return
+        self._route(wl)
+
+    def _forget_pods(self, wl: Workload) -> None:
+        """A stopped or finished gang's pods no longer use their nodes."""
+        for pod_key in list(wl.pods):
+            self.delete_pod(pod_key)
+        wl.pods.clear()
+
+    def reactivate(self, key: str, now: float) -> None:
+        """Put a deactivated workload back in its queue (an admin's explicit decision)."""
+        wl = self.workloads.get(key)
+        if wl is None or not wl.deactivated:
+            return
+        wl.deactivated = False
+        wl.ready_evictions = 0
+        wl.requeue_at = None
+        if wl.state == "Pending":
+            self._unrouted.pop(wl.key, None)
+            self._route(wl)
+
+    # ------------------------------------------------------------------------------------------
+    # Routing: LocalQueue -> ClusterQueue
+    # ------------------------------------------------------------------------------------------
+
+    def _route_target(self, wl: Workload) -> tuple[ClusterQueueState | None, PendingReason, str]:
+        lq = self.local_queues.get(wl.lq_key)
+        if lq is None:
+            return None, "LocalQueueNotFound", f"LocalQueue {wl.lq_key} does not exist"
+        if lq.stop_policy != "None":
+            return None, "LocalQueueStopped", f"LocalQueue {wl.lq_key} is stopped ({lq.stop_policy})"
+        cq = self.cluster_queues.get(lq.cluster_queue)
+        if cq is None or cq.deleted:
+            return (
+                None,
+                "ClusterQueueNotFound",
+                f"ClusterQueue {lq.cluster_queue!r} of LocalQueue {wl.lq_key} does not exist",
+            )
+        selector = cq.spec.namespace_selector
+        labels = self.namespaces.get(wl.spec.namespace, {})
+        if selector is None or not selector.matches(labels):
+            return (
+                None,
+                "NamespaceNotSelected",
+                (f"ClusterQueue {cq.name!r} does not admit workloads from namespace {wl.spec.namespace!r}"),
+            )
+        return cq, "Pending", ""
+
+    def _route(self, wl: Workload) -> None:
+        cq, reason, message = self._route_target(wl)
+        if cq is None:
+            self._unrouted[wl.key] = wl
+            self._set_reason(wl, reason, message)
+            return
+        self._unrouted.pop(wl.key, None)
+        wl.requeue_at = None
+        cq.push(wl)
+        self._dirty[cq.name] = None
+        if cq.inactive_reason:
+            self._set_reason(wl, "ClusterQueueInactive", cq.inactive_reason)
+        elif cq.stopped:
+            self._set_reason(wl, "ClusterQueueStopped", f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})")
+
+    def _unqueue(self, wl: Workload) -> None:
+        self._unrouted.pop(wl.key, None)
+        cq = wl.cq
+        if cq is not None:
+            was_head = cq.head() is wl
+            cq.discard(wl)
+            if cq.strict or was_head:
+                cq.retry = True
+                self._dirty[cq.name] = None
+            if was_head:
+                self._retry_tree(cq)
+        wl.cq = None
+
+    # ------------------------------------------------------------------------------------------
+    # Capacity accounting
+    # ------------------------------------------------------------------------------------------
+
+    def _charge(self, wl: Workload, cq: ClusterQueueState, usage: dict[FlavorResource, int]) -> None:
+        for fr, amount in usage.items():
+            self.quota.add_usage(cq.node, fr, amount)
+
+    def _release(self, wl: Workload) -> None:
+        """Give back a gang's quota and planned node capacity (bound pods are released by the
+        shell's pod deletions)."""
+        cq = wl.cq
+        if cq is None:
+            return
+        for fr, amount in wl.usage.items():
+            self.quota.add_usage(cq.node, fr, -amount)
+        for (ps_index, node_name), count in wl.planned.items():
+            node = self.nodes.nodes.get(node_name)
+            req = wl.spec.pod_sets[ps_index].requests
+            if node is not None:
+                self.nodes.allocate(node, req, -count)
+            wl.hold(node_name, req, -count)
+        wl.planned = {}
+        wl.usage = {}
+        cq.admitted.pop(wl.key, None)
+        if wl.end_time is not None:
+            self._running_by_end.discard((wl.end_time, wl.seq, wl.key))
+            wl.end_time = None
+        wl.cq = None
+        self._version += 1
+        self._retry_tree(cq)
+        self._capacity_freed_nodes()
+        if cq.deleted and not cq.admitted:
+            self._forget_cluster_queue(cq)
+
+    def _retry_tree(self, cq: ClusterQueueState) -> None:
+        """Quota came free under ``cq``'s cohort tree: every queue there may admit again."""
+        root = cq.node.root()
+        if root is cq.node:
+            cq.retry = True
+            self._dirty[cq.name] = None
+            return
+        for node in self.quota.tree_cluster_queues(root):
+            other = self.cluster_queues.get(node.name)
+            if other is not None:
+                other.retry = True
+                self._dirty[other.name] = None
+
+    # ------------------------------------------------------------------------------------------
+    # Scheduling
+    # ------------------------------------------------------------------------------------------
+
+    def schedule(self, now: float) -> list[Decision]:
+        """Run timers (pods-ready timeouts, backoff), drains, then one scheduling cycle that admits
+        as many whole gangs as fit. Returns the decisions, in the order they were taken."""
+        decisions: list[Decision] = []
+        self._run_timers(now, decisions)
+        self._run_drains(now, decisions)
+        self._cycle(now, decisions)
+        for key in self._updates:
+            wl = self.workloads.get(key)
+            if wl is None or wl.state != "Pending":
+                continue
+            current = (wl.reason, wl.message)
+            if wl.emitted != current:
+                wl.emitted = current
+                decisions.append(PendingUpdate(wl.key, wl.cq.name if wl.cq else None, wl.reason, wl.message, now))
+        self._updates.clear()
+        return decisions
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
+        while self._timers:
+            time, _, kind, key, token = self._timers[0]
+            if self._timer_live(kind, key, token):
+                return time
+            heapq.heappop(self._timers)
+        return None
+
+    def _add_timer(self, time: float, kind: str, key: str, token: int) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (time, self._timer_seq, kind, key, token))
+
+    def _timer_live(self, kind: str, key: str, token: int) -> bool:
+        wl = self.workloads.get(key)
+        if wl is None or wl.admit_count != token:
+            return False
+        if kind == "ready":
+            return wl.state == "Admitted" and not wl.pods_ready
+        return wl.state == "Pending" and wl.requeue_at is not None
+
+    def _run_timers(self, now: float, decisions: list[Decision]) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            _, _, kind, key, token = heapq.heappop(self._timers)
+            if not self._timer_live(kind, key, token):
+                continue
+            wl = self.workloads[key]
+            if kind == "ready":
+                self._pods_ready_timeout(wl, now, decisions)
+            else:
+                wl.requeue_at = None
+                self._unrouted.pop(wl.key, None)
+                self._route(wl)
+
+    def _pods_ready_timeout(self, wl: Workload, now: float, decisions: list[Decision]) -> None:
+        cfg = self.config
+        wl.ready_evictions += 1
+        n = wl.ready_evictions
+        message = (
+            f"fewer than {wl.min_member} pods running {cfg.pods_ready_timeout:.0f}s after admission "
+            f"({wl.running} running); eviction {n}"
+        )
+        if cfg.backoff_limit is not None and n > cfg.backoff_limit:
+            wl.deactivated = True
+            message += f", over the backoff limit of {cfg.backoff_limit}: deactivated"
+            self._evict(wl, "PodsReadyTimeout", message, now, decisions, deactivated=True)
+            return
+        delay = min(cfg.backoff_base * (2 ** (n - 1)), cfg.backoff_max)
+        requeue_at = now + delay
+        if cfg.requeue_timestamp == "Eviction":
+            wl.set_queue_ts(now)
+        wl.evict_requeue_at = requeue_at
+        self._evict(
+            wl, "PodsReadyTimeout", message + f", requeued after {delay:.0f}s", now, decisions, requeue_at=requeue_at
+        )
+
+    def _evict(
+        self,
+        wl: Workload,
+        reason: EvictionReason,
+        message: str,
+        now: float,
+        decisions: list[Decision],
+        preemptor: str | None = None,
+        requeue_at: float | None = None,
+        deactivated: bool = False,
+    ) -> None:
+        cq = wl.cq
+        assert cq is not None
+        wl.state = "Evicting"
+        wl.message = message
+        cq.evicted_total += 1
+        if reason == "Preempted":
+            cq.preempted_total += 1
+        decisions.append(
+            Eviction(
+                wl.key,
+                cq.name,
+                reason,
+                message,
+                now,
+                preemptor=preemptor,
+                requeue_at=requeue_at,
+                deactivated=deactivated,
+            )
+        )
+        self._version += 1
+
+    def _run_drains(self, now: float, decisions: list[Decision]) -> None:
+        if not self._drain:
+            return
+        drains = list(self._drain)
+        self._drain.clear()
+        for item in drains:
+            kind, name = item.split(":", 1)
+            if kind == "cq":
+                cq = self.cluster_queues.get(name)
+                if cq is None or cq.spec.stop_policy != "HoldAndDrain":
+                    continue
+                victims = list(cq.admitted.values())
+                reason: EvictionReason = "ClusterQueueStopped"
+                message = f"ClusterQueue {name!r} was stopped with HoldAndDrain"
+            else:
+                lq = self.local_queues.get(name)
+                if lq is None or lq.stop_policy != "HoldAndDrain":
+                    continue
+                victims = [w for c in self.cluster_queues.values() for w in c.admitted.values() if w.lq_key == name]
+                reason = "LocalQueueStopped"
+                message = f"LocalQueue {name} was stopped with HoldAndDrain"
+            for wl in victims:
+                if wl.state == "Admitted":
+                    self._evict(wl, reason, message, now, decisions)
+
+    def _cqs_to_visit(self) -> Iterator[ClusterQueueState]:
+        dirty = list(self._dirty)
+        self._dirty.clear()
+        for name in dirty:
+            cq = self.cluster_queues.get(name)
+            if cq is not None:
+                yield cq
+
+    def _head_key(self, cq: ClusterQueueState, key: OrderKey) -> tuple[float, int, float, int]:
+        """Order of ClusterQueue heads within a cycle. Tie-breaks, in order:
+
+        1. with fair sharing, the queue with the smaller weighted dominant share first;
+        2. higher priority first;
+        3. earlier queue timestamp first;
+        4. earlier submission first (determinism).
+        """
+        share = dominant_share(cq.node) if self.config.fair_sharing else 0.0
+        return (share, key[0], key[1], key[2])
+
+    def _cycle(self, now: float, decisions: list[Decision]) -> None:
+        ctx = _Cycle(now, decisions)
+        heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey]]] = []
+        order = 0
+        for cq in self._cqs_to_visit():
+            if cq.inactive_reason or cq.stopped:
+                self._mark_all(cq)
+                continue
+            retry = cq.retry
+            cq.retry = False
+            if cq.parked and not retry:
+                # Quota was exhausted; only new arrivals (which unpark) or freed capacity help.
+                continue
+            cq.parked = False
+            cursor = cq.cursor(include_inadmissible=retry)
+            if cq.strict and not retry and cq.inadmissible:
+                cursor = _before(cursor, cq.inadmissible[0])
+            first = next(cursor, None)
+            if first is not None:
+                order += 1
+                heapq.heappush(heap, (self._head_key(cq, first), order, first, cq, cursor))
+        while heap:
+            _, _, key, cq, cursor = heapq.heappop(heap)
+            wl = self.workloads[key[3]]
+            outcome = self._try(cq, wl, ctx)
+            if outcome == _ADMITTED:
+                ctx.admitted.append(wl)
+            else:
+                ctx.failed.append(wl)
+                if outcome == _STOP:
+                    continue
+            nxt = next(cursor, None)
+            if nxt is not None:
+                order += 1
+                heapq.heappush(heap, (self._head_key(cq, nxt), order, nxt, cq, cursor))
+        for wl in ctx.admitted:
+            if wl.cq is not None and wl.queued is not None:
+                wl.cq.discard(wl)
+        for wl in ctx.failed:
+            if wl.cq is not None and wl.state == "Pending":
+                wl.cq.make_inadmissible(wl)
+
+    def _mark_all(self, cq: ClusterQueueState) -> None:
+        reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
+        message = cq.inactive_reason or f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})"
+        for key in list(cq.ordered()):
+            self._set_reason(self.workloads[key[3]], reason, message)
+
+    def _note_head(self, cq: ClusterQueueState, wl: Workload) -> None:
+        """Keep ``protected_head``: the first capacity-blocked gang in queue order."""
+        head = cq.head()
+        if head is None or wl.order_key < head.order_key:
+            cq.protected_head = wl
+            self._protected[cq.name] = None
+
+    # ------------------------------------------------------------------------------------------
+    # Trying one workload
+    # ------------------------------------------------------------------------------------------
+
+    def _try(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
+        """Try to admit ``wl`` now; on failure record why. Returns _ADMITTED, _FAILED or _STOP."""
+        wl.capacity_blocked = False
+        if cq.protected_head is wl:
+            cq.protected_head = None
+        node = cq.node
+        cands = assignments(self.quota, node, cq.spec, self.flavors, wl.spec.pod_sets)
+        if cands.never_fits:
+            self._set_reason(wl, "NeverFits", cands.message)
+            return _STOP if cq.strict else _FAILED
+        nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+        quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
+        node_failure = ""
+        blocked_by: Workload | None = None
+        reclaimer: Workload | None = None
+        for a in quota_ok:
+            if a.borrowing:
+                reclaimer = self._reclaimer(cq, a)
+                if reclaimer is not None:
+                    continue
+            heads = [(h, self._reservation(h, ctx.now)) for h in self._heads_in_scope(cq, wl, a)]
+            stmt = Statement(self.quota, self.nodes)
+            self._charge(wl, cq, a.usage)
+            why = ""
+            placement: dict[tuple[int, str], int] = {}
+            if nodes_checked:
+                why, placement = self._place(wl, a, ctx)
+            if not why:
+                blocked_by = self._reservation_blocks(heads, wl, ctx.now)
+                if blocked_by is None:
+                    stmt.commit()
+                    self._admit(cq, wl, a, placement, ctx)
+                    return _ADMITTED
+            stmt.discard()
+            if why and not node_failure:
+                node_failure = why
+            if blocked_by is not None:
+                break
+        if blocked_by is not None:
+            self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
+            return _FAILED
+        if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
+            assert reclaimer.cq is not None
+            self._set_reason(
+                wl,
+                "InsufficientQuota",
+                f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
+            )
+            return _FAILED
+        # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
+        target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
+        if target is None and quota_ok and node_failure:
+            target = quota_ok[0]
+        if target is not None and cq.name not in ctx.preempted_in and self._may_preempt(cq):
+            ctx.preempted_in.add(cq.name)
+            victims = self._find_victims(cq, wl, target, nodes_checked)
+            if victims is not None:
+                self._preempt(cq, wl, victims, ctx)
+                return _STOP if cq.strict else _FAILED
+        wl.capacity_blocked = True
+        self._note_head(cq, wl)
+        if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
+            reason: PendingReason = (
+                "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
+            )
+            self._set_reason(wl, reason, node_failure)
+            self._waiting_nodes[cq.name] = None
+        else:
+            self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
+        if cq.strict:
+            return _STOP
+        if self._quota_exhausted(cq):
+            cq.parked = True
+            return _STOP
+        return _FAILED
+
+    def _quota_exhausted(self, cq: ClusterQueueState) -> bool:
+        available = self.quota.available
+        node = cq.node
+        return all(available(node, fr) <= 0 for fr in cq.flavor_resources)
+
+    def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
+        out = []
+        for choice in a.choices:
+            ps = choice.pod_set
+            labels: dict[str, str] = {}
+            tolerations: list[Toleration] = []
+            for flavor_name in dict.fromkeys(choice.flavors.values()):
+                flavor = self.flavors[flavor_name]
+                labels.update(flavor.node_labels)
+                tolerations.extend(flavor.tolerations)
+            pools = self.nodes.candidate_pools(labels, tuple(tolerations), ps)
+            out.append((choice.index, ps.requests, ps.count, pools))
+        # Largest pods first: they are the hardest to fit.
+        out.sort(key=lambda item: tuple(-v for _, v in sorted(item[1].items())))
+        return out
+
+    def _place(self, wl: Workload, a: Assignment, ctx: _Cycle | None) -> tuple[str, dict[tuple[int, str], int]]:
+        """Node check inside the caller's statement: charge the planned pods, or say why not."""
+        pod_sets = self._pod_sets_for(wl, a)
+        placement = self.nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
+        if placement.placed < wl.min_member:
+            sizes = ", ".join(
+                f"{count}× {{{', '.join(f'{format_amount(r, v)} {r}' for r, v in sorted(req.items()))}}}"
+                for _, req, count, _ in pod_sets
+            )
+            return (
+                f"only {placement.placed} of the {wl.min_member} pods needed together fit on nodes of the "
+                f"assigned flavors ({sizes})"
+            ), {}
+        if wl.spec.min_resources:
+            pools = {p.pool_id: p for _, _, _, ps in pod_sets for p in ps}
+            free = self.nodes.free_in_pools(pools.values())
+            planned: dict[str, int] = {}
+            for (index, _), count in placement.pods.items():
+                for r, v in wl.spec.pod_sets[index].requests.items():
+                    planned[r] = planned.get(r, 0) + v * count
+            for resource, amount in wl.spec.min_resources.items():
+                have = free.get(resource, 0) + planned.get(resource, 0)
+                if have < amount:
+                    return (
+                        f"minResources needs {format_amount(resource, amount)} {resource} free on nodes of the "
+                        f"assigned flavors, {format_amount(resource, have)} is"
+                    ), {}
+        return "", placement.pods
+
+    def _admit(
+        self, cq: ClusterQueueState, wl: Workload, a: Assignment, placement: dict[tuple[int, str], int], ctx: _Cycle
+    ) -> None:
+        now = ctx.now
+        wl.state = "Admitted"
+        wl.usage = dict(a.usage)
+        wl.planned = dict(placement)
+        wl.held = {}
+        for (index, node_name), count in placement.items():
+            wl.hold(node_name, wl.spec.pod_sets[index].requests, count)
+        wl.admitted_at = now
+        wl.admit_count += 1
+        wl.running = 0
+        wl.pods_ready = False
+        wl.reason = "Pending"
+        wl.capacity_blocked = False
+        cq.admitted[wl.key] = wl
+        cq.admitted_total += 1
+        if cq.head() is wl:
+            cq.protected_head = None
+            self._retry_tree(cq)
+        self._reservations.pop(wl.key, None)
+        if wl.spec.runtime_limit is not None:
+            wl.end_time = now + wl.spec.runtime_limit
+            self._running_by_end.add((wl.end_time, wl.seq, wl.key))
+        pod_sets = []
+        by_ps: dict[int, dict[str, int]] = {}
+        for (index, node_name), count in placement.items():
+            by_ps.setdefault(index, {})[node_name] = count
+        for choice in a.choices:
+            ps = choice.pod_set
+            pod_sets.append(
+                PodSetAssignment(
+                    ps.name, ps.count, dict(choice.flavors), dict(ps.requests), by_ps.get(choice.index, {})
+                )
+            )
+        admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage))
+        wl.admission = admission
+        ctx.decisions.append(admission)
+        self._version += 1
+        if self.config.pods_ready_timeout is not None:
+            self._add_timer(now + self.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
+
+    # ------------------------------------------------------------------------------------------
+    # Preemption
+    # ------------------------------------------------------------------------------------------
+
+    def _may_preempt(self, cq: ClusterQueueState) -> bool:
+        p = cq.spec.preemption
+        return p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never"
+
+    def _find_victims(
+        self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool
+    ) -> list[Workload] | None:
+        policy = cq.spec.preemption
+        needed_frs = set(a.usage)
+        borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
+        final_share = dominant_share(cq.node, a.usage) if self.config.fair_sharing else 0.0
+        keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
+        root = cq.node.root()
+        queues = (
+            [cq]
+            if root is cq.node
+            else [c for n in self.quota.tree_cluster_queues(root) if (c := self.cluster_queues.get(n.name)) is not None]
+        )
+        for other in queues:
+            own = other is cq
+            share = 0.0
+            if not own:
+                if not any(other.node.borrowing(fr) > 0 for fr in needed_frs):
+                    continue
+                if self.config.fair_sharing:
+                    share = dominant_share(other.node)
+                    if share <= final_share:
+                        continue
+            for victim in other.admitted.values():
+                if not nodes_checked and not needed_frs.intersection(victim.usage):
+                    continue
+                if victim.state == "Evicting":
+                    pass
+                elif own:
+                    if not may_preempt_within_queue(policy.within_cluster_queue, wl.priority, wl.creation_time, victim):
+                        continue
+                elif not may_reclaim(
+                    policy.reclaim_within_cohort,
+                    policy.borrow_within_cohort,
+                    policy.max_priority_threshold,
+                    wl.priority,
+                    borrows,
+                    victim,
+                ):
+                    continue
+                keyed.append(
+                    (
+                        victim_order(
+                            victim.state == "Evicting", not own, share, victim.priority, victim.admitted_at, victim.seq
+                        ),
+                        victim,
+                    )
+                )
+        if not keyed:
+            return None
+        keyed.sort(key=lambda item: item[0])
+        candidates = [v for _, v in keyed]
+        stmt = Statement(self.quota, self.nodes)
+        try:
+            assert self.quota.log is not None and self.nodes.log is not None
+            qlog, nlog = self.quota.log, self.nodes.log
+
+            def mark() -> tuple[int, int]:
+                return (len(qlog), len(nlog))
+
+            def undo(m: tuple[int, int]) -> None:
+                q, n = m
+                self.nodes.undo(n)
+                self.quota.undo(q)
+
+            def fits() -> bool:
+                return self._fits_with(cq, wl, a, nodes_checked)
+
+            victims = minimal_victims(candidates, self._release_in_statement, fits, mark, undo)
+        finally:
+            stmt.discard()
+        return victims
+
+    def _release_in_statement(self, victim: Workload) -> None:
+        """What-if: free a victim's quota and every node capacity it holds."""
+        cq = victim.cq
+        assert cq is not None
+        for fr, amount in victim.usage.items():
+            self.quota.add_usage(cq.node, fr, -amount)
+        for node_name, req in victim.held.items():
+            node = self.nodes.nodes.get(node_name)
+            if node is not None:
+                self.nodes.allocate(node, req, -1)
+
+    def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
+        """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
+        for fr, amount in a.usage.items():
+            if amount > self.quota.available(cq.node, fr):
+                return False
+        if not nodes_checked:
+            return True
+        with Statement(self.quota, self.nodes):
+            why, _ = self._place(wl, a, None)
+        return not why
+
+    def _preempt(self, cq: ClusterQueueState, wl: Workload, victims: list[Workload], ctx: _Cycle) -> None:
+        new = [v for v in victims if v.state == "Admitted"]
+        for victim in new:
+            vcq = victim.cq
+            assert vcq is not None
+            where = "its own ClusterQueue" if vcq is cq else f"ClusterQueue {vcq.name!r} (reclaim in cohort)"
+            self._evict(
+                victim,
+                "Preempted",
+                f"preempted by {wl.key} (priority {wl.priority}) in {where}",
+                ctx.now,
+                ctx.decisions,
+                preemptor=wl.key,
+            )
+        names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
+        wl.capacity_blocked = True
+        self._note_head(cq, wl)
+        self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
+
+    # ------------------------------------------------------------------------------------------
+    # Starvation protection: reservations and backfill
+    # ------------------------------------------------------------------------------------------
+
+    def _reservation_blocks(
+        self, heads: list[tuple[Workload, _Reservation]], wl: Workload, now: float
+    ) -> Workload | None:
+        """A starving head that admitting ``wl`` (already charged in a statement) would delay.
+
+        Users of Volcano and Kueue report large gangs starved by a stream of small ones (volcano#13,
+        kueue#8309). The first capacity-blocked gang of a queue therefore holds a reservation: the
+        earliest time it fits given the runtime limits of running gangs. A later gang may pass it
+        only if it ends before that time or leaves the head still fitting then (EASY backfill).
+        Without runtime limits there is no such time; then, once the head has waited longer than
+        the starvation timeout, nothing in its scope passes it.
+        """
+        for head, info in heads:
+            if info.never:
+                continue
+            if info.time is None:
+                if now - head.pending_since >= self.config.starvation_timeout:
+                    return head
+                continue
+            limit = wl.spec.runtime_limit
+            if limit is not None and now + limit <= info.time:
+                continue
+            if not self._fits_at(head, info.time, exclude=wl.key):
+                return head
+        return None
+
+    def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
+        if not self._protected:
+            return
+        head = cq.head()
+        if head is not None and head.order_key < wl.order_key:
+            yield head
+        if not a.borrowing:
+            return
+        root = cq.node.root()
+        if root is cq.node:
+            return
+        for name in list(self._protected):
+            other = self.cluster_queues.get(name)
+            h = other.head() if other is not None else None
+            if other is None or h is None:
+                self._protected.pop(name, None)
+                continue
+            if other is cq or other.node.root() is not root or h.order_key >= wl.order_key:
+                continue
+            if any(fr[1] in h.totals for fr in a.usage):
+                yield h
+
+    def _reclaimer(self, cq: ClusterQueueState, a: Assignment) -> Workload | None:
+        """A waiting gang of another queue that is entitled to the quota ``a`` would borrow.
+
+        A ClusterQueue's nominal quota is its own: while it lends it out and has a gang waiting
+        that fits within that nominal quota, nobody else may borrow it. Without this rule a
+        preempted borrower is re-admitted (it is older) the moment it stops, and is preempted
+        again by the same reclaimer, forever.
+        """
+        if not self._protected:
+            return None
+        root = cq.node.root()
+        if root is cq.node:
+            return None
+        borrowed = [
+            fr for fr, amount in a.usage.items() if cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0)
+        ]
+        for name in list(self._protected):
+            other = self.cluster_queues.get(name)
+            head = other.head() if other is not None else None
+            if other is None or head is None:
+                self._protected.pop(name, None)
+                continue
+            if other is cq or other.node.root() is not root:
+                continue
+            onode = other.node
+            for fr in borrowed:
+                need = head.totals.get(fr[1], 0)
+                if need and onode.usage.get(fr, 0) + need <= onode.nominal.get(fr, 0):
+                    return head
+        return None
+
+    def _reservation(self, head: Workload, now: float) -> _Reservation:
+        cached = self._reservations.get(head.key)
+        if cached is not None and cached.version == self._version:
+            return cached
+        cq = head.cq
+        assert cq is not None
+        cands = assignments(self.quota, cq.node, cq.spec, self.flavors, head.spec.pod_sets)
+        nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+        result = _Reservation(self._version, None, True)
+        if not cands.never_fits and cands.assignments:
+            with Statement(self.quota, self.nodes):
+                found = self._fits_any(cq, head, cands, nodes_checked)
+                if found:
+                    result = _Reservation(self._version, now, False)
+                for end, _, key in self._running_by_end if not found else ():
+                    runner = self.workloads.get(key)
+                    if runner is None or runner.cq is None:
+                        continue
+                    self._release_in_statement(runner)
+                    if self._fits_any(cq, head, cands, nodes_checked):
+                        result = _Reservation(self._version, max(end, now), False)
+                        found = True
+                        break
+                if not found:
+                    for other in self.cluster_queues.values():
+                        for runner in other.admitted.values():
+                            if runner.end_time is None:
+                                self._release_in_statement(runner)
+                    fits_eventually = self._fits_any(cq, head, cands, nodes_checked, quota_potential=True)
+                    result = _Reservation(self._version, None, not fits_eventually)
+        self._reservations[head.key] = result
+        return result
+
+    def _fits_any(
+        self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool, quota_potential: bool = False
+    ) -> bool:
+        for a in cands.assignments:
+            if quota_potential:
+                ok = all(amount <= self.quota.potential(cq.node, fr) for fr, amount in a.usage.items())
+                if ok and nodes_checked:
+                    with Statement(self.quota, self.nodes):
+                        ok = not self._place(wl, a, None)[0]
+                if ok:
+                    return True
+            elif self._fits_with(cq, wl, a, nodes_checked):
+                return True
+        return False
+
+    def _fits_at(self, head: Workload, time: float, exclude: str) -> bool:
+        """Would ``head`` fit at ``time`` with the current (what-if) admissions, once every runner
+        with a runtime limit ending by then has ended?"""
+        cq = head.cq
+        assert cq is not None
+        cands = assignments(self.quota, cq.node, cq.spec, self.flavors, head.spec.pod_sets)
+        with Statement(self.quota, self.nodes):
+            for _end, _, key in self._running_by_end.irange(maximum=(time, 1 << 62, "\uffff")):
+                runner = self.workloads.get(key)
+                if runner is None or runner.cq is None or key == exclude:
+                    continue
+                self._release_in_statement(runner)
+            return self._fits_any(cq, head, cands, cq.spec.admission_mode == "QuotaAndNodes")
+
+    def _blocked_message(self, head: Workload, now: float) -> str:
+        info = self._reservations.get(head.key)
+        if info is not None and info.time is not None:
+            return f"would delay the reservation of {head.key} (starts at t={info.time:.0f}); waits behind it"
+        waited = now - head.pending_since
+        return (
+            f"{head.key} has waited {waited:.0f}s (starvation timeout {self.config.starvation_timeout:.0f}s) "
+            "and holds its queue until it fits"
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Reasons and queries
+    # ------------------------------------------------------------------------------------------
+
+    def _set_reason(self, wl: Workload, reason: PendingReason, message: str) -> None:
+        wl.reason = reason
+        wl.message = message
+        if wl.emitted != (reason, message):
+            self._updates[wl.key] = None
+
+    def position(self, key: str) -> tuple[int, int] | None:
+        """(1-based position, queue length) of a pending workload in its ClusterQueue."""
+        wl = self.workloads.get(key)
+        if wl is None or wl.cq is None or wl.queued is None:
+            return None
+        return wl.cq.position(wl.order_key), wl.cq.pending_count()
+
+    def workload(self, key: str) -> WorkloadView | None:
+        """What a person asks about one workload: state, queue, reason, position."""
+        wl = self.workloads.get(key)
+        if wl is None:
+            return None
+        pos = self.position(key)
+        message = wl.message
+        if wl.state == "Pending" and pos is not None:
+            message = f"{message}; position {pos[0]} of {pos[1]}"
+        cq_name = wl.cq.name if wl.cq is not None else None
+        return WorkloadView(
+            wl.key, wl.state, cq_name, wl.reason if wl.state == "Pending" else "", message, pos, wl.admission
+        )
+
+    def pending_workloads(self, cluster_queue: str, limit: int | None = None, offset: int = 0) -> list[PendingView]:
+        """The pending workloads of a ClusterQueue in admission order (Kueue's visibility API)."""
+        cq = self.cluster_queues.get(cluster_queue)
+        if cq is None:
+            return []
+        out: list[PendingView] = []
+        for i, key in enumerate(cq.ordered()):
+            if i < offset:
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            wl = self.workloads[key[3]]
+            out.append(
+                PendingView(
+                    wl.key,
+                    i + 1,
+                    wl.priority,
+                    wl.spec.namespace,
+                    wl.spec.queue_name,
+                    wl.pending_since,
+                    wl.reason,
+                    wl.message,
+                )
+            )
+        return out
+
+    def cluster_queue(self, name: str) -> ClusterQueueView | None:
+        """Status of a ClusterQueue: active or why not, pending / admitted counts, usage."""
+        cq = self.cluster_queues.get(name)
+        if cq is None:
+            return None
+        usage = {fr: cq.node.usage.get(fr, 0) for fr in cq.flavor_resources}
+        nominal = {fr: cq.node.nominal.get(fr, 0) for fr in cq.flavor_resources}
+        borrowed = {fr: cq.node.borrowing(fr) for fr in cq.flavor_resources}
+        reason = cq.inactive_reason or (f"stopped ({cq.spec.stop_policy})" if cq.stopped else "")
+        return ClusterQueueView(
+            name,
+            cq.spec.cohort,
+            not reason,
+            reason,
+            len(cq.active),
+            len(cq.inadmissible),
+            len(cq.admitted),
+            usage,
+            nominal,
+            borrowed,
+            dominant_share(cq.node),
+            cq.admitted_total,
+            cq.evicted_total,
+            cq.preempted_total,
+        )
+
+    def check_invariants(self) -> None:
+        """Assert the engine's invariants (used by tests and the simulator's debug mode)."""
+        for cq in self.cluster_queues.values():
+            usage: dict[FlavorResource, int] = {}
+            for wl in cq.admitted.values():
+                assert wl.state in ("Admitted", "Evicting"), wl.key
+                assert wl.cq is cq, wl.key
+                for fr, amount in wl.usage.items():
+                    usage[fr] = usage.get(fr, 0) + amount
+            for fr in set(usage) | set(cq.node.usage):
+                assert usage.get(fr, 0) == cq.node.usage.get(fr, 0), (cq.name, fr)
+        for wl in self.workloads.values():
+            if wl.state == "Pending":
+                assert wl.reason, wl.key
+                in_queue = wl.cq is not None and wl.queued is not None
+                assert in_queue != (wl.key in self._unrouted), wl.key
+        if self.quota.log is not None or self.nodes.log is not None:
+            raise AssertionError("a statement was left open")
+
+
+__all__ = ["Engine", "SpecError"]

@@ -1,0 +1,308 @@
+"""Nodes, their free capacity, and gang placement (pod-level bin packing).
+
+Nodes with the same labels and taints form a *pool*; a pool keeps its schedulable nodes in a sorted
+index keyed by free capacity (extended resources first, then cpu, then memory), so placing a pod is
+a bisect to the smallest node that can take it (best fit) instead of a scan of every node.
+
+Free capacity = allocatable − requests of pods bound to the node − pods that admitted gangs have
+been planned onto but that are not bound yet. The engine changes free capacity only through
+:class:`NodeIndex` methods, each of which a :class:`~gangq.core.statement.Statement` can undo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from gangq.core.model import FlavorSpec, NodeSpec, PodSetSpec
+from gangq.core.selectors import Taint, Toleration, selector_compatible, selector_matches, taints_tolerated
+
+_BASE_RESOURCES = ("cpu", "memory")
+
+
+def _key_resources(allocatable: Mapping[str, int]) -> tuple[str, ...]:
+    extended = sorted(r for r in allocatable if r not in ("cpu", "memory", "pods", "ephemeral-storage"))
+    return (*extended, *_BASE_RESOURCES)
+
+
+class NodeState:
+    """One node and its free capacity."""
+
+    __slots__ = ("allocatable", "free", "key", "labels", "name", "pool", "schedulable", "taints")
+
+    def __init__(self, spec: NodeSpec) -> None:
+        self.name = spec.name
+        self.labels = spec.labels
+        self.taints = spec.taints
+        self.allocatable = spec.allocatable
+        self.free: dict[str, int] = dict(spec.allocatable)
+        self.schedulable = not spec.unschedulable
+        self.pool: NodePool | None = None
+        self.key: tuple[Any, ...] = ()
+
+    def fits(self, requests: Mapping[str, int], count: int = 1) -> bool:
+        free = self.free
+        for resource, amount in requests.items():
+            if free.get(resource, 0) < amount * count:
+                return False
+        return True
+
+    def how_many(self, requests: Mapping[str, int], limit: int) -> int:
+        """How many pods of ``requests`` fit on this node, at most ``limit``."""
+        n = limit
+        free = self.free
+        for resource, amount in requests.items():
+            if amount > 0:
+                n = min(n, free.get(resource, 0) // amount)
+                if n <= 0:
+                    return 0
+        return n
+
+
+class NodePool:
+    """Nodes that share labels and taints, indexed by free capacity."""
+
+    __slots__ = ("index", "key_resources", "labels", "nodes", "pool_id", "taints")
+
+    def __init__(
+        self, pool_id: int, labels: Mapping[str, str], taints: Sequence[Taint], key_resources: tuple[str, ...]
+    ) -> None:
+        self.pool_id = pool_id
+        self.labels = labels
+        self.taints = taints
+        self.key_resources = key_resources
+        self.index: SortedList = SortedList()
+        self.nodes: dict[str, NodeState] = {}
+
+    def node_key(self, node: NodeState) -> tuple[Any, ...]:
+        free = node.free
+        return (*(free.get(r, 0) for r in self.key_resources), node.name)
+
+    def add(self, node: NodeState) -> None:
+        self.nodes[node.name] = node
+        node.pool = self
+        if node.schedulable:
+            node.key = self.node_key(node)
+            self.index.add(node.key)
+
+    def remove(self, node: NodeState) -> None:
+        self.nodes.pop(node.name, None)
+        if node.schedulable:
+            self.index.remove(node.key)
+        node.pool = None
+
+    def reindex(self, node: NodeState) -> None:
+        if node.schedulable:
+            self.index.remove(node.key)
+            node.key = self.node_key(node)
+            self.index.add(node.key)
+
+    def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
+        """The node with the least free capacity (in key order) that still fits ``requests``."""
+        index = self.index
+        first = requests.get(self.key_resources[0], 0)
+        start = index.bisect_left((first,))
+        nodes = self.nodes
+        for key in index.islice(start):
+            node = nodes[key[-1]]
+            if node.fits(requests):
+                return node
+        return None
+
+
+def _signature(labels: Mapping[str, str], taints: Sequence[Taint]) -> tuple[object, ...]:
+    return (tuple(sorted(labels.items())), tuple(sorted(t.signature() for t in taints)))
+
+
+class Placement:
+    """The result of placing a gang: pods per (pod set index, node), and how many were placed."""
+
+    __slots__ = ("placed", "pods")
+
+    def __init__(self) -> None:
+        self.pods: dict[tuple[int, str], int] = {}
+        self.placed = 0
+
+
+class NodeIndex:
+    """All nodes, grouped into pools; the only place that changes free node capacity."""
+
+    __slots__ = ("_candidates", "_next_pool_id", "_pool_by_signature", "log", "nodes", "pools", "version")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.pools: dict[int, NodePool] = {}
+        self._pool_by_signature: dict[tuple[object, ...], NodePool] = {}
+        self._next_pool_id = 0
+        self._candidates: dict[tuple[object, ...], tuple[NodePool, ...]] = {}
+        self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
+        # Undo log of the open statement, if any: (node, requests, count) allocated.
+        self.log: list[tuple[NodeState, Mapping[str, int], int]] | None = None
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    def upsert(self, spec: NodeSpec) -> NodeState:
+        """Add or replace a node, keeping the usage already charged to it."""
+        old = self.nodes.get(spec.name)
+        node = NodeState(spec)
+        if old is not None:
+            used = {r: old.allocatable.get(r, 0) - old.free.get(r, 0) for r in set(old.allocatable) | set(old.free)}
+            for resource, amount in used.items():
+                if amount:
+                    node.free[resource] = node.free.get(resource, 0) - amount
+            self._detach(old)
+        self.nodes[spec.name] = node
+        sig = _signature(node.labels, node.taints)
+        pool = self._pool_by_signature.get(sig)
+        if pool is None:
+            pool = NodePool(self._next_pool_id, node.labels, node.taints, _key_resources(node.allocatable))
+            self._next_pool_id += 1
+            self._pool_by_signature[sig] = pool
+            self.pools[pool.pool_id] = pool
+            self._candidates.clear()
+            self.version += 1
+        pool.add(node)
+        return node
+
+    def _detach(self, node: NodeState) -> None:
+        pool = node.pool
+        if pool is None:
+            return
+        pool.remove(node)
+        if not pool.nodes:
+            del self.pools[pool.pool_id]
+            del self._pool_by_signature[_signature(pool.labels, pool.taints)]
+            self._candidates.clear()
+            self.version += 1
+
+    def remove(self, name: str) -> NodeState | None:
+        node = self.nodes.pop(name, None)
+        if node is not None:
+            self._detach(node)
+        return node
+
+    # -- capacity --------------------------------------------------------------------------------
+
+    def allocate(self, node: NodeState, requests: Mapping[str, int], count: int = 1) -> None:
+        """Charge ``count`` pods of ``requests`` to the node (negative ``count`` releases)."""
+        free = node.free
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) - amount * count
+        if node.pool is not None:
+            node.pool.reindex(node)
+        if self.log is not None:
+            self.log.append((node, requests, count))
+
+    def undo(self, mark: int) -> None:
+        """Roll the open statement's node changes back to ``mark``."""
+        log = self.log
+        assert log is not None
+        while len(log) > mark:
+            node, requests, count = log.pop()
+            free = node.free
+            for resource, amount in requests.items():
+                free[resource] = free.get(resource, 0) + amount * count
+            if node.pool is not None:
+                node.pool.reindex(node)
+
+    # -- placement -------------------------------------------------------------------------------
+
+    def candidate_pools(
+        self, flavor_labels: Mapping[str, str], flavor_tolerations: Sequence[Toleration], pod_set: PodSetSpec
+    ) -> tuple[NodePool, ...]:
+        """Pools whose nodes carry the flavors' labels, match the pod set's nodeSelector and whose
+        taints the pod set tolerates (with the flavors' tolerations injected)."""
+        sig = (
+            tuple(sorted(flavor_labels.items())),
+            tuple(t.signature() for t in flavor_tolerations),
+            tuple(sorted(pod_set.node_selector.items())),
+            tuple(t.signature() for t in pod_set.tolerations),
+        )
+        cached = self._candidates.get(sig)
+        if cached is not None:
+            return cached
+        tolerations = (*pod_set.tolerations, *flavor_tolerations)
+        pools = tuple(
+            pool
+            for pool in self.pools.values()
+            if selector_matches(flavor_labels, pool.labels)
+            and selector_matches(pod_set.node_selector, pool.labels)
+            and taints_tolerated(pool.taints, tolerations)
+        )
+        self._candidates[sig] = pools
+        return pools
+
+    def place(
+        self,
+        pod_sets: Sequence[tuple[int, Mapping[str, int], int, tuple[NodePool, ...]]],
+        needed: int,
+        unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] | None = None,
+    ) -> Placement:
+        """Place pods greedily, best fit, several identical pods per node at a time.
+
+        ``pod_sets`` are (pod set index, per-pod requests, count, candidate pools). Placement stops
+        early once it is clear fewer than ``needed`` pods can be placed. Capacity is charged as
+        pods are placed; the caller undoes it (through its statement) when the gang does not fit.
+        ``unplaceable`` is a per-cycle cache: per candidate-pool set, request vectors known not to
+        fit anywhere; a pod that needs at least as much of everything is skipped without a search.
+        """
+        result = Placement()
+        remaining_total = sum(count for _, _, count, _ in pod_sets)
+        for ps_index, requests, count, pools in pod_sets:
+            pools_key = tuple(p.pool_id for p in pools)
+            known = unplaceable.get(pools_key) if unplaceable is not None else None
+            left = count
+            while left > 0:
+                if known is not None and any(_dominates(requests, bad) for bad in known):
+                    break
+                best: NodeState | None = None
+                for pool in pools:
+                    node = pool.best_fit(requests)
+                    if node is not None and (best is None or node.key < best.key):
+                        best = node
+                if best is None:
+                    # Only a pod that failed before this attempt charged anything proves that no
+                    # node can take it for the rest of the cycle (capacity only shrinks there).
+                    if unplaceable is not None and result.placed == 0:
+                        unplaceable.setdefault(pools_key, []).append(requests)
+                    break
+                n = best.how_many(requests, left)
+                self.allocate(best, requests, n)
+                slot = (ps_index, best.name)
+                result.pods[slot] = result.pods.get(slot, 0) + n
+                result.placed += n
+                left -= n
+            remaining_total -= count
+            if result.placed + remaining_total < needed:
+                break
+        return result
+
+    def free_in_pools(self, pools: Iterable[NodePool]) -> dict[str, int]:
+        """Total free capacity of the schedulable nodes of ``pools``."""
+        total: dict[str, int] = {}
+        for pool in pools:
+            for node in pool.nodes.values():
+                if not node.schedulable:
+                    continue
+                for resource, amount in node.free.items():
+                    if amount > 0:
+                        total[resource] = total.get(resource, 0) + amount
+        return total
+
+
+def _dominates(requests: Mapping[str, int], other: Mapping[str, int]) -> bool:
+    """True when ``requests`` needs at least as much of every resource ``other`` needs."""
+    for resource, amount in other.items():
+        if requests.get(resource, 0) < amount:
+            return False
+    return True
+
+
+def flavor_fits_pod_set(flavor: FlavorSpec, pod_set: PodSetSpec) -> bool:
+    """A flavor can host a pod set when the pod's nodeSelector agrees with the flavor's nodeLabels
+    and the pod (with the flavor's tolerations injected) tolerates the flavor's taints."""
+    if not selector_compatible(pod_set.node_selector, flavor.node_labels):
+        return False
+    return taints_tolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))

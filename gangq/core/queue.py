@@ -1,0 +1,129 @@
+"""Per-ClusterQueue pending queues: the ordered workloads that wait for admission.
+
+Each ClusterQueue keeps two sorted lists with one order (higher priority first, then earlier queue
+timestamp, then submission sequence):
+
+- ``active``: workloads not yet tried since they were queued;
+- ``inadmissible``: workloads that were tried and did not fit. They are tried again only after
+  something that could let them fit changed (``retry`` is set), never in a busy loop.
+
+A workload's position is its rank across both lists, so it is O(log n) to answer "what position
+am I?" even with 100,000 pending workloads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from gangq.core.model import ClusterQueueSpec, FlavorResource
+from gangq.core.quota import QuotaNode
+from gangq.core.workload import OrderKey, Workload
+
+
+class ClusterQueueState:
+    """A ClusterQueue as the scheduler sees it: spec, quota node, pending and admitted workloads."""
+
+    __slots__ = (
+        "active",
+        "admitted",
+        "admitted_total",
+        "deleted",
+        "evicted_total",
+        "flavor_resources",
+        "inactive_reason",
+        "inadmissible",
+        "name",
+        "node",
+        "parked",
+        "preempted_total",
+        "protected_head",
+        "retry",
+        "spec",
+    )
+
+    def __init__(self, spec: ClusterQueueSpec, node: QuotaNode) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.node = node
+        self.active: SortedList = SortedList()
+        self.inadmissible: SortedList = SortedList()
+        self.retry = False
+        self.parked = False
+        self.admitted: dict[str, Workload] = {}
+        self.inactive_reason: str | None = None
+        self.flavor_resources: tuple[FlavorResource, ...] = ()
+        # The starving gang that holds a reservation (see Engine._reservation), or None.
+        self.protected_head: Workload | None = None
+        self.deleted = False
+        self.admitted_total = 0
+        self.evicted_total = 0
+        self.preempted_total = 0
+
+    def set_spec(self, spec: ClusterQueueSpec) -> None:
+        self.spec = spec
+        self.flavor_resources = tuple(
+            (flavor.name, quota.name)
+            for group in spec.resource_groups
+            for flavor in group.flavors
+            for quota in flavor.resources
+        )
+
+    @property
+    def strict(self) -> bool:
+        return self.spec.queueing_strategy == "StrictFIFO"
+
+    @property
+    def stopped(self) -> bool:
+        return self.spec.stop_policy != "None"
+
+    def push(self, wl: Workload) -> None:
+        self.active.add(wl.order_key)
+        wl.queued = "active"
+        wl.cq = self
+        self.parked = False
+
+    def push_inadmissible(self, wl: Workload) -> None:
+        self.inadmissible.add(wl.order_key)
+        wl.queued = "inadmissible"
+        wl.cq = self
+
+    def discard(self, wl: Workload) -> None:
+        if wl.queued == "active":
+            self.active.discard(wl.order_key)
+        elif wl.queued == "inadmissible":
+            self.inadmissible.discard(wl.order_key)
+        wl.queued = None
+
+    def make_inadmissible(self, wl: Workload) -> None:
+        if wl.queued == "active":
+            self.active.discard(wl.order_key)
+            self.inadmissible.add(wl.order_key)
+            wl.queued = "inadmissible"
+
+    def pending_count(self) -> int:
+        return len(self.active) + len(self.inadmissible)
+
+    def position(self, key: OrderKey) -> int:
+        """1-based position of a queued workload among all pending workloads of this queue."""
+        rank: int = self.active.bisect_left(key) + self.inadmissible.bisect_left(key)
+        return rank + 1
+
+    def cursor(self, include_inadmissible: bool) -> Iterator[OrderKey]:
+        """Queued workloads to try this cycle, in queue order (snapshot: do not mutate while used)."""
+        if include_inadmissible and self.inadmissible:
+            return heapq.merge(iter(self.active), iter(self.inadmissible))
+        return iter(self.active)
+
+    def ordered(self) -> Iterator[OrderKey]:
+        """All pending workloads in queue order."""
+        return heapq.merge(iter(self.active), iter(self.inadmissible))
+
+    def head(self) -> Workload | None:
+        """The protected head if it is still queued here (see ``Engine._reservation_blocks``)."""
+        head = self.protected_head
+        if head is not None and (head.queued is None or head.cq is not self or head.state != "Pending"):
+            self.protected_head = head = None
+        return head

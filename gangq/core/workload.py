@@ -1,0 +1,110 @@
+"""The engine's record of one workload (gang) through its life: pending → admitted → evicting → ..."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from gangq.core.decisions import Admission, PendingReason
+from gangq.core.model import FlavorResource, WorkloadSpec
+
+if TYPE_CHECKING:
+    from gangq.core.queue import ClusterQueueState
+
+State = Literal["Pending", "Admitted", "Evicting", "Finished"]
+
+OrderKey = tuple[int, float, int, str]
+
+
+class Workload:
+    """Mutable engine state of a gang. Only the engine changes it."""
+
+    __slots__ = (
+        "admission",
+        "admit_count",
+        "admitted_at",
+        "capacity_blocked",
+        "cq",
+        "deactivated",
+        "emitted",
+        "end_time",
+        "evict_requeue_at",
+        "held",
+        "key",
+        "lq_key",
+        "message",
+        "min_member",
+        "order_key",
+        "pending_since",
+        "planned",
+        "pods",
+        "pods_ready",
+        "queue_ts",
+        "queued",
+        "ready_evictions",
+        "reason",
+        "requeue_at",
+        "running",
+        "seq",
+        "spec",
+        "state",
+        "totals",
+        "usage",
+    )
+
+    def __init__(self, spec: WorkloadSpec, seq: int, now: float) -> None:
+        self.spec = spec
+        self.key = spec.key
+        self.seq = seq
+        self.state: State = "Pending"
+        self.queue_ts = spec.creation_time
+        self.order_key: OrderKey = (-spec.priority, self.queue_ts, seq, spec.key)
+        self.cq: ClusterQueueState | None = None
+        self.queued: Literal["active", "inadmissible"] | None = None
+        self.reason: PendingReason = "Pending"
+        self.message = "waiting for the first scheduling cycle"
+        self.emitted: tuple[str, str] | None = None
+        self.admission: Admission | None = None
+        self.admitted_at = 0.0
+        self.usage: dict[FlavorResource, int] = {}
+        # Node capacity this gang holds: planned-but-unbound pods and bound pods, per node.
+        self.held: dict[str, dict[str, int]] = {}
+        # Planned, not yet bound pods: (pod set index, node) -> count.
+        self.planned: dict[tuple[int, str], int] = {}
+        self.running = 0
+        self.pods_ready = False
+        self.ready_evictions = 0
+        self.requeue_at: float | None = None
+        self.deactivated = False
+        self.evict_requeue_at: float | None = None
+        self.pending_since = now
+        totals: dict[str, int] = {}
+        for ps in spec.pod_sets:
+            for resource, amount in ps.requests.items():
+                totals[resource] = totals.get(resource, 0) + amount * ps.count
+        self.totals = totals
+        self.min_member = spec.min_member if spec.min_member is not None else spec.total_pods
+        self.admit_count = 0
+        self.capacity_blocked = False
+        self.end_time: float | None = None
+        self.lq_key = f"{spec.namespace}/{spec.queue_name}"
+        self.pods: dict[str, None] = {}  # keys of this gang's pods bound to nodes
+
+    @property
+    def priority(self) -> int:
+        return self.spec.priority
+
+    @property
+    def creation_time(self) -> float:
+        return self.spec.creation_time
+
+    def set_queue_ts(self, ts: float) -> None:
+        self.queue_ts = ts
+        self.order_key = (-self.spec.priority, ts, self.seq, self.key)
+
+    def hold(self, node: str, requests: dict[str, int], count: int) -> None:
+        """Record ``count`` pods of ``requests`` held on ``node`` (negative releases)."""
+        held = self.held.setdefault(node, {})
+        for resource, amount in requests.items():
+            held[resource] = held.get(resource, 0) + amount * count
+        if all(v == 0 for v in held.values()):
+            del self.held[node]
