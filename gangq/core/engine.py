@@ -885,6 +885,7 @@ class Engine:
         wl.running = 0
         wl.pods_ready = False
         wl.reason = "Pending"
+        wl.message = f"admitted by ClusterQueue {cq.name!r}" + (" (borrowing)" if a.borrowing else "")
         wl.capacity_blocked = False
         cq.admitted[wl.key] = wl
         cq.admitted_total += 1
