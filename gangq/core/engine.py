@@ -1121,6 +1121,12 @@ class Engine:
         return None
 
     def _reservation(self, head: Workload, now: float) -> _Reservation:
+        """When ``head`` will fit (cached until capacity changes).
+
+        ``time`` is the earliest moment it fits, releasing running gangs in the order of their
+        expected end; ``None`` when it does not fit before the runners with runtime limits end.
+        ``never`` when it cannot fit even on an empty cluster (quota potential or node capacity).
+        """
         cached = self._reservations.get(head.key)
         if cached is not None and cached.version == self._version:
             return cached
@@ -1128,45 +1134,62 @@ class Engine:
         assert cq is not None
         cands = assignments(self.quota, cq.node, cq.spec, self.flavors, head.spec.pod_sets)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
-        result = _Reservation(self._version, None, True)
-        if not cands.never_fits and cands.assignments:
+        if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
+            result = _Reservation(self._version, None, True)
+        else:
+            result = _Reservation(self._version, None, False)
             with Statement(self.quota, self.nodes):
-                found = self._fits_any(cq, head, cands, nodes_checked)
-                if found:
-                    result = _Reservation(self._version, now, False)
-                for end, _, key in self._running_by_end if not found else ():
-                    runner = self.workloads.get(key)
-                    if runner is None or runner.cq is None:
-                        continue
-                    self._release_in_statement(runner)
-                    if self._fits_any(cq, head, cands, nodes_checked):
-                        result = _Reservation(self._version, max(end, now), False)
-                        found = True
-                        break
-                if not found:
-                    for other in self.cluster_queues.values():
-                        for runner in other.admitted.values():
-                            if runner.end_time is None:
-                                self._release_in_statement(runner)
-                    fits_eventually = self._fits_any(cq, head, cands, nodes_checked, quota_potential=True)
-                    result = _Reservation(self._version, None, not fits_eventually)
+                if self._fits_any(cq, head, cands, nodes_checked):
+                    result.time = now
+                else:
+                    for end, _, key in self._running_by_end:
+                        runner = self.workloads.get(key)
+                        if runner is None or runner.cq is None:
+                            continue
+                        self._release_in_statement(runner)
+                        if self._fits_any(cq, head, cands, nodes_checked):
+                            result.time = max(end, now)
+                            break
         self._reservations[head.key] = result
         return result
 
-    def _fits_any(
-        self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool, quota_potential: bool = False
-    ) -> bool:
+    def _fits_empty_nodes(self, wl: Workload, cands: Candidates) -> bool:
+        """Could the gang's ``minMember`` pods fit on the candidate nodes if they were empty?
+
+        A necessary condition only (aggregate allocatable, and one pod per pod set on one node):
+        it catches the gang that is bigger than its flavors' nodes, which must not hold a queue.
+        """
         for a in cands.assignments:
-            if quota_potential:
-                ok = all(amount <= self.quota.potential(cq.node, fr) for fr, amount in a.usage.items())
-                if ok and nodes_checked:
-                    with Statement(self.quota, self.nodes):
-                        ok = not self._place(wl, a, None)[0]
-                if ok:
-                    return True
-            elif self._fits_with(cq, wl, a, nodes_checked):
+            pod_sets = self._pod_sets_for(wl, a)
+            total: dict[str, int] = {}
+            single_ok = True
+            seen: dict[int, NodePool] = {}
+            for _, requests, _, pools in pod_sets:
+                if not any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values()):
+                    single_ok = False
+                    break
+                for p in pools:
+                    seen[p.pool_id] = p
+            if not single_ok:
+                continue
+            for pool in seen.values():
+                for node in pool.nodes.values():
+                    for resource, amount in node.allocatable.items():
+                        total[resource] = total.get(resource, 0) + amount
+            needed: dict[str, int] = {}
+            pods_left = wl.min_member
+            for _, requests, count, _ in pod_sets:
+                take = min(count, pods_left)
+                pods_left -= take
+                for resource, amount in requests.items():
+                    needed[resource] = needed.get(resource, 0) + amount * take
+            if all(total.get(r, 0) >= v for r, v in needed.items()):
                 return True
         return False
+
+    def _fits_any(self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool) -> bool:
+        """Would any of the gang's candidate assignments fit in the current (what-if) state?"""
+        return any(self._fits_with(cq, wl, a, nodes_checked) for a in cands.assignments)
 
     def _fits_at(self, head: Workload, time: float, exclude: str) -> bool:
         """Would ``head`` fit at ``time`` with the current (what-if) admissions, once every runner

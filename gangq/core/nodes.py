@@ -49,6 +49,14 @@ class NodeState:
                 return False
         return True
 
+    def allocatable_fits(self, requests: Mapping[str, int]) -> bool:
+        """Would one pod of ``requests`` fit on this node if it were empty?"""
+        allocatable = self.allocatable
+        for resource, amount in requests.items():
+            if allocatable.get(resource, 0) < amount:
+                return False
+        return self.schedulable
+
     def how_many(self, requests: Mapping[str, int], limit: int) -> int:
         """How many pods of ``requests`` fit on this node, at most ``limit``."""
         n = limit
