@@ -33,7 +33,7 @@ from gangq.core.decisions import (
 )
 from gangq.core.errors import SpecError
 from gangq.core.fairshare import dominant_share
-from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, assignments
+from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, assignments, pod_set_choices
 from gangq.core.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -122,6 +122,7 @@ class Engine:
         self._running_by_end: SortedList = SortedList()  # (end time, seq, key) of bounded runners
         self._drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
         self._version = 0  # bumped on every capacity change (reservation cache key)
+        self._config_version = 0  # bumped on every spec change (flavor-choice cache key)
         self._reservations: dict[str, _Reservation] = {}
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
 
@@ -203,6 +204,7 @@ class Engine:
     def _config_changed(self) -> None:
         """Specs changed: recheck which queues are active, re-route every pending workload."""
         self._version += 1
+        self._config_version += 1
         self._reservations.clear()
         for cq in self.cluster_queues.values():
             missing = [
@@ -469,6 +471,8 @@ class Engine:
             self._set_reason(wl, "ClusterQueueInactive", cq.inactive_reason)
         elif cq.stopped:
             self._set_reason(wl, "ClusterQueueStopped", f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})")
+        elif wl.reason == "Pending":
+            self._set_reason(wl, "Pending", f"queued in ClusterQueue {cq.name!r}, waiting for quota")
 
     def _unqueue(self, wl: Workload) -> None:
         self._unrouted.pop(wl.key, None)
@@ -699,9 +703,12 @@ class Engine:
                 # Quota was exhausted; only new arrivals (which unpark) or freed capacity help.
                 continue
             cq.parked = False
-            cursor = cq.cursor(include_inadmissible=retry)
-            if cq.strict and not retry and cq.inadmissible:
-                cursor = _before(cursor, cq.inadmissible[0])
+            if cq.strict:
+                cursor = cq.cursor(include_inadmissible=retry)
+                if not retry and cq.inadmissible:
+                    cursor = _before(cursor, cq.inadmissible[0])
+            else:
+                cursor = self._best_effort_cursor(cq, retry)
             first = next(cursor, None)
             if first is not None:
                 order += 1
@@ -727,6 +734,25 @@ class Engine:
             if wl.cq is not None and wl.state == "Pending":
                 wl.cq.make_inadmissible(wl)
 
+    def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool) -> Iterator[OrderKey]:
+        """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
+
+        Only gangs whose demand fits what the queue could take now (``candidates``), and without a
+        retry only those never tried. The queue's first gang is always tried when the queue may
+        preempt, since preemption is how a gang that does not fit gets in.
+        """
+        candidates = cq.candidates(self._available_by_resource(cq))
+        if candidates is None:
+            return cq.cursor(include_inadmissible=retry)
+        if not retry:
+            workloads = self.workloads
+            candidates = [k for k in candidates if workloads[k[3]].queued == "active"]
+        if self._may_preempt(cq):
+            first = next(cq.ordered(), None)
+            if first is not None and (not candidates or candidates[0] != first):
+                candidates.insert(0, first)
+        return iter(candidates)
+
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
         message = cq.inactive_reason or f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})"
@@ -749,8 +775,7 @@ class Engine:
         wl.capacity_blocked = False
         if cq.protected_head is wl:
             cq.protected_head = None
-        node = cq.node
-        cands = assignments(self.quota, node, cq.spec, self.flavors, wl.spec.pod_sets)
+        cands = self._assignments(cq, wl)
         if cands.never_fits:
             self._set_reason(wl, "NeverFits", cands.message)
             return _STOP if cq.strict else _FAILED
@@ -813,17 +838,23 @@ class Engine:
             self._waiting_nodes[cq.name] = None
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
-        if cq.strict:
-            return _STOP
-        if self._quota_exhausted(cq):
-            cq.parked = True
-            return _STOP
-        return _FAILED
+        return _STOP if cq.strict else _FAILED
 
-    def _quota_exhausted(self, cq: ClusterQueueState) -> bool:
+    def _assignments(self, cq: ClusterQueueState, wl: Workload) -> Candidates:
+        cached = wl.choices
+        if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
+            cached = (self._config_version, cq.name, pod_set_choices(cq.spec, self.flavors, wl.spec.pod_sets))
+            wl.choices = cached
+        return assignments(self.quota, cq.node, cq.spec, self.flavors, wl.spec.pod_sets, cached[2])
+
+    def _available_by_resource(self, cq: ClusterQueueState) -> dict[str, int]:
+        """What the queue could take now per resource, summed over its flavors (an upper bound)."""
         available = self.quota.available
         node = cq.node
-        return all(available(node, fr) <= 0 for fr in cq.flavor_resources)
+        out: dict[str, int] = {}
+        for fr in cq.flavor_resources:
+            out[fr[1]] = out.get(fr[1], 0) + available(node, fr)
+        return out
 
     def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
         out = []
@@ -1132,7 +1163,7 @@ class Engine:
             return cached
         cq = head.cq
         assert cq is not None
-        cands = assignments(self.quota, cq.node, cq.spec, self.flavors, head.spec.pod_sets)
+        cands = self._assignments(cq, head)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
             result = _Reservation(self._version, None, True)
@@ -1196,7 +1227,7 @@ class Engine:
         with a runtime limit ending by then has ended?"""
         cq = head.cq
         assert cq is not None
-        cands = assignments(self.quota, cq.node, cq.spec, self.flavors, head.spec.pod_sets)
+        cands = self._assignments(cq, head)
         with Statement(self.quota, self.nodes):
             for _end, _, key in self._running_by_end.irange(maximum=(time, 1 << 62, "\uffff")):
                 runner = self.workloads.get(key)

@@ -143,21 +143,23 @@ def explain(tree: QuotaTree, node: QuotaNode, fr: FlavorResource, need: int, ava
     return f"{text} ({'; '.join(caps)})"
 
 
-def assignments(
-    tree: QuotaTree,
-    node: QuotaNode,
-    cq: ClusterQueueSpec,
-    flavors: Mapping[str, FlavorSpec],
-    pod_sets: Sequence[PodSetSpec],
-) -> Candidates:
-    """All flavor assignments of a gang worth trying, in preference order (see module doc)."""
-    per_pod_set: list[list[PodSetChoice]] = []
+PodSetChoices = list[list[PodSetChoice]]
+
+
+def pod_set_choices(
+    cq: ClusterQueueSpec, flavors: Mapping[str, FlavorSpec], pod_sets: Sequence[PodSetSpec]
+) -> tuple[PodSetChoices, str]:
+    """Per pod set, the flavor choices to try in order; or why none can ever match.
+
+    Depends only on specs, so the engine caches it per workload until the configuration changes.
+    """
+    per_pod_set: PodSetChoices = []
     for index, pod_set in enumerate(pod_sets):
         if pod_set.count == 0:
             continue
         options, why = _group_options(cq, flavors, pod_set)
         if why:
-            return Candidates([], True, why)
+            return [], why
         choices = []
         for names in itertools.islice(itertools.product(*(names for _, names in options)), MAX_ASSIGNMENTS):
             mapping: dict[str, str] = {}
@@ -166,32 +168,46 @@ def assignments(
                     mapping[resource] = flavor
             choices.append(PodSetChoice(index, pod_set, mapping))
         per_pod_set.append(choices)
+    return per_pod_set, ""
 
+
+def assignments(
+    tree: QuotaTree,
+    node: QuotaNode,
+    cq: ClusterQueueSpec,
+    flavors: Mapping[str, FlavorSpec],
+    pod_sets: Sequence[PodSetSpec],
+    choices: tuple[PodSetChoices, str] | None = None,
+) -> Candidates:
+    """All flavor assignments of a gang worth trying, in preference order (see module doc)."""
+    per_pod_set, why = choices if choices is not None else pod_set_choices(cq, flavors, pod_sets)
+    if why:
+        return Candidates([], True, why)
     result: list[Assignment] = []
     first_message = ""
     never = True
+    single = len(per_pod_set) == 1 and len(per_pod_set[0]) == 1
     for combo in itertools.islice(itertools.product(*per_pod_set), MAX_ASSIGNMENTS):
         usage: dict[FlavorResource, int] = {}
         for choice in combo:
             ps = choice.pod_set
+            count = ps.count
+            mapping = choice.flavors
             for resource, amount in ps.requests.items():
-                fr = (choice.flavors[resource], resource)
-                usage[fr] = usage.get(fr, 0) + amount * ps.count
+                fr = (mapping[resource], resource)
+                usage[fr] = usage.get(fr, 0) + amount * count
         a = Assignment(combo, usage)
         a.mode, a.message = classify(tree, node, usage)
         a.borrowing = a.mode == BORROW
         if a.mode != NO_FIT:
             never = False
-        elif not first_message:
-            first_message = a.message
-        if a.mode == PREEMPT and not first_message:
+        if a.message and not first_message:
             first_message = a.message
         result.append(a)
+        if single:
+            break
         if a.mode == PREEMPT and cq.flavor_fungibility.when_can_preempt == "MayStopSearch":
             break
-        if a.mode == BORROW and cq.flavor_fungibility.when_can_borrow == "MayStopSearch":
-            # Borrowing here is acceptable, but a later flavor may still be needed if nodes are full.
-            continue
     if cq.flavor_fungibility.when_can_borrow == "TryNextFlavor":
         result.sort(key=lambda a: a.mode if a.mode <= BORROW else BORROW + 1)
     if never:

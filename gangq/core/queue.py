@@ -31,6 +31,7 @@ class ClusterQueueState:
         "admitted",
         "admitted_total",
         "deleted",
+        "demand",
         "evicted_total",
         "flavor_resources",
         "inactive_reason",
@@ -61,6 +62,9 @@ class ClusterQueueState:
         self.admitted_total = 0
         self.evicted_total = 0
         self.preempted_total = 0
+        # Per resource, the total requests of the queued gangs that request it (sorted), so
+        # "can any queued gang fit in what is available?" is answered without trying them.
+        self.demand: dict[str, SortedList] = {}
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -79,22 +83,57 @@ class ClusterQueueState:
     def stopped(self) -> bool:
         return self.spec.stop_policy != "None"
 
+    def _index(self, wl: Workload, add: bool) -> None:
+        for resource, amount in wl.totals.items():
+            if add:
+                sl = self.demand.get(resource)
+                if sl is None:
+                    sl = self.demand[resource] = SortedList()
+                sl.add((amount, wl.order_key))
+            else:
+                self.demand[resource].remove((amount, wl.order_key))
+
+    def candidates(self, available: dict[str, int]) -> list[OrderKey] | None:
+        """Queued gangs whose demand of one resource fits ``available``, in queue order.
+
+        Uses the resource that every queued gang requests and that leaves the fewest candidates;
+        a gang not in the list cannot fit now (it needs more of that resource than is available).
+        ``None`` when no resource is requested by every queued gang (no filter applies).
+        """
+        queued = len(self.active) + len(self.inadmissible)
+        best: tuple[int, SortedList] | None = None
+        for resource, entries in self.demand.items():
+            if len(entries) != queued:
+                continue
+            count = entries.bisect_left((available.get(resource, 0) + 1,))
+            if best is None or count < best[0]:
+                best = (count, entries)
+        if best is None:
+            return None
+        count, entries = best
+        return sorted(key for _, key in entries.islice(0, count))
+
     def push(self, wl: Workload) -> None:
+        self._index(wl, True)
         self.active.add(wl.order_key)
         wl.queued = "active"
         wl.cq = self
         self.parked = False
 
     def push_inadmissible(self, wl: Workload) -> None:
+        self._index(wl, True)
         self.inadmissible.add(wl.order_key)
         wl.queued = "inadmissible"
         wl.cq = self
 
     def discard(self, wl: Workload) -> None:
         if wl.queued == "active":
-            self.active.discard(wl.order_key)
+            self.active.remove(wl.order_key)
         elif wl.queued == "inadmissible":
-            self.inadmissible.discard(wl.order_key)
+            self.inadmissible.remove(wl.order_key)
+        else:
+            return
+        self._index(wl, False)
         wl.queued = None
 
     def make_inadmissible(self, wl: Workload) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from gangq.core.decisions import Admission, PendingReason
+from gangq.core.flavors import PodSetChoices
 from gangq.core.model import FlavorResource, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ class Workload:
         "admit_count",
         "admitted_at",
         "capacity_blocked",
+        "choices",
         "cq",
         "deactivated",
         "emitted",
@@ -87,7 +89,11 @@ class Workload:
         self.capacity_blocked = False
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
-        self.pods: dict[str, None] = {}  # keys of this gang's pods bound to nodes
+        self.pods: dict[str, None] = {}
+        # (config version, ClusterQueue name, flavor choices): see flavors.pod_set_choices.
+        self.choices: tuple[int, str, tuple[PodSetChoices, str]] | None = (
+            None  # keys of this gang's pods bound to nodes
+        )
 
     @property
     def priority(self) -> int:
