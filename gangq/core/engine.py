@@ -737,21 +737,24 @@ class Engine:
     def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool) -> Iterator[OrderKey]:
         """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
 
-        Only gangs whose demand fits what the queue could take now (``candidates``), and without a
-        retry only those never tried. The queue's first gang is always tried when the queue may
-        preempt, since preemption is how a gang that does not fit gets in.
+        Every gang never tried yet (``active``) is tried once, so it gets a real reason. Gangs
+        tried before are retried only after a change (``retry``), and then only those whose demand
+        fits what the queue could take now (``candidates``): the work of a retry is proportional
+        to the gangs that could fit, not to the depth of the queue. The queue's first gang is
+        always among them when the queue may preempt, since preemption is how it gets in.
         """
+        if not retry:
+            return iter(cq.active)
         candidates = cq.candidates(self._available_by_resource(cq))
         if candidates is None:
-            return cq.cursor(include_inadmissible=retry)
-        if not retry:
-            workloads = self.workloads
-            candidates = [k for k in candidates if workloads[k[3]].queued == "active"]
-        if self._may_preempt(cq):
-            first = next(cq.ordered(), None)
-            if first is not None and (not candidates or candidates[0] != first):
-                candidates.insert(0, first)
-        return iter(candidates)
+            return cq.cursor(include_inadmissible=True)
+        workloads = self.workloads
+        keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
+        if self._may_preempt(cq) and cq.inadmissible:
+            first = cq.inadmissible[0]
+            if not keys or keys[0] != first:
+                keys.insert(0, first)
+        return heapq.merge(iter(cq.active), keys)
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"

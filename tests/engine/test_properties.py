@@ -1,0 +1,252 @@
+"""Property-based tests: random event sequences, invariants checked after every step."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gangq.core import (
+    Admission,
+    ClusterQueueSpec,
+    Engine,
+    EngineConfig,
+    Eviction,
+    FlavorQuotas,
+    FlavorSpec,
+    LabelSelector,
+    LocalQueueSpec,
+    NodeSpec,
+    PodInfo,
+    PodSetSpec,
+    PreemptionSpec,
+    ResourceGroup,
+    ResourceQuota,
+    WorkloadSpec,
+)
+
+GPU = "nvidia.com/gpu"
+FLAVORS = ("a", "b")
+
+queue_st = st.tuples(
+    st.integers(0, 16),  # gpu nominal in flavor a
+    st.integers(0, 16),  # gpu nominal in flavor b
+    st.one_of(st.none(), st.integers(0, 8)),  # borrowing limit
+    st.sampled_from(["BestEffortFIFO", "StrictFIFO"]),
+    st.sampled_from(["Never", "LowerPriority"]),
+    st.sampled_from(["Never", "Any"]),
+    st.sampled_from(["QuotaAndNodes", "QuotaOnly"]),
+)
+gang_st = st.tuples(
+    st.integers(0, 2),  # queue index
+    st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(0, 4)), min_size=1, max_size=2),
+    st.integers(0, 3),  # priority
+    st.booleans(),  # use min_member
+)
+event_st = st.one_of(
+    st.tuples(st.just("submit"), gang_st),
+    st.tuples(st.just("schedule"), st.integers(1, 30)),
+    st.tuples(st.just("finish"), st.integers(0, 1000)),
+    st.tuples(st.just("evicted"), st.integers(0, 1000)),
+    st.tuples(st.just("bind"), st.integers(0, 1000)),
+    st.tuples(st.just("node"), st.integers(0, 1000)),
+)
+
+
+class World:
+    """Drives an Engine and checks its decisions against an independent model."""
+
+    def __init__(self, queues: list[tuple[object, ...]], nodes: list[tuple[int, int]], fair: bool) -> None:
+        self.engine = Engine(EngineConfig(pods_ready_timeout=50, backoff_base=5, backoff_max=20, fair_sharing=fair))
+        self.log: list[str] = []
+        e = self.engine
+        e.upsert_namespace("ns", {})
+        for f in FLAVORS:
+            e.upsert_flavor(FlavorSpec(f, {"pool": f}))
+        self.alloc: dict[str, dict[str, int]] = {}
+        for i, (fi, gpus) in enumerate(nodes):
+            name = f"n{i}"
+            alloc = {"cpu": 8000, GPU: gpus}
+            self.alloc[name] = alloc
+            e.upsert_node(NodeSpec(name, alloc, {"pool": FLAVORS[fi % 2]}))
+        self.limits: dict[str, dict[tuple[str, str], tuple[int, int | None]]] = {}
+        for qi, (ga, gb, blim, strategy, within, reclaim, mode) in enumerate(queues):
+            name = f"q{qi}"
+            flavors = []
+            self.limits[name] = {}
+            for f, g in (("a", ga), ("b", gb)):
+                flavors.append(
+                    FlavorQuotas(f, [ResourceQuota("cpu", 64000), ResourceQuota(GPU, g, borrowing_limit=blim)])
+                )
+                self.limits[name][(f, GPU)] = (g, blim)  # type: ignore[assignment]
+            e.upsert_cluster_queue(
+                ClusterQueueSpec(
+                    name,
+                    [ResourceGroup(["cpu", GPU], flavors)],
+                    cohort="pool",
+                    queueing_strategy=strategy,  # type: ignore[arg-type]
+                    namespace_selector=LabelSelector(),
+                    preemption=PreemptionSpec(within_cluster_queue=within, reclaim_within_cohort=reclaim),  # type: ignore[arg-type]
+                    admission_mode=mode,  # type: ignore[arg-type]
+                )
+            )
+            e.upsert_local_queue(LocalQueueSpec("ns", name, name))
+        self.modes = {f"q{i}": q[6] for i, q in enumerate(queues)}
+        self.specs: dict[str, WorkloadSpec] = {}
+        self.admissions: dict[str, Admission] = {}
+        self.evicting: set[str] = set()
+        self.bound: dict[str, tuple[str, str, dict[str, int]]] = {}  # pod -> (workload, node, requests)
+        self.now = 0.0
+        self.n = 0
+
+    def apply(self, event: tuple[str, object]) -> None:
+        kind, arg = event
+        e = self.engine
+        if kind == "submit":
+            qi, pod_sets, prio, use_min = arg  # type: ignore[misc]
+            self.n += 1
+            key = f"ns/w{self.n}"
+            specs = [PodSetSpec(f"p{i}", c, {"cpu": cpu * 500, GPU: g}) for i, (c, cpu, g) in enumerate(pod_sets)]
+            total = sum(c for c, _, _ in pod_sets)
+            spec = WorkloadSpec(
+                key,
+                "ns",
+                f"q{qi}",
+                specs,
+                priority=prio,
+                creation_time=self.now,
+                min_member=max(1, total - 1) if use_min else None,
+            )
+            self.specs[key] = spec
+            e.submit(spec, self.now)
+        elif kind == "schedule":
+            self.now += arg  # type: ignore[operator]
+            for d in e.schedule(self.now):
+                self.log.append(repr(d))
+                if isinstance(d, Admission):
+                    self.check_admission(d)
+                    self.admissions[d.workload] = d
+                elif isinstance(d, Eviction):
+                    assert d.workload in self.admissions
+                    self.evicting.add(d.workload)
+        elif kind in ("finish", "evicted", "bind") and self.admissions:
+            keys = sorted(self.admissions)
+            key = keys[arg % len(keys)]  # type: ignore[operator]
+            if kind == "finish":
+                e.finish(key, self.now)
+                self.forget(key)
+                self.specs.pop(key, None)
+            elif kind == "evicted" and key in self.evicting:
+                e.eviction_done(key, self.now)
+                self.forget(key)
+            elif kind == "bind" and key not in self.evicting:
+                adm = self.admissions[key]
+                for ps in adm.pod_sets:
+                    for node, count in ps.placement.items():
+                        for i in range(count):
+                            pod = f"{key}-{ps.name}-{node}-{i}"
+                            if pod not in self.bound:
+                                self.bound[pod] = (key, node, dict(ps.requests))
+                                e.update_pod(
+                                    PodInfo(pod, node, ps.requests, workload=key, pod_set=ps.name, running=True)
+                                )
+        elif kind == "node":
+            names = sorted(self.alloc)
+            name = names[arg % len(names)]  # type: ignore[operator]
+            e.upsert_node(NodeSpec(name, self.alloc[name], {"pool": "a" if int(name[1:]) % 2 == 0 else "b"}))
+        self.check_invariants()
+
+    def forget(self, key: str) -> None:
+        self.admissions.pop(key, None)
+        self.evicting.discard(key)
+        for pod in [p for p, (w, _, _) in self.bound.items() if w == key]:
+            del self.bound[pod]
+
+    def check_admission(self, d: Admission) -> None:
+        spec = self.specs[d.workload]
+        # Never a partial gang: every pod of every pod set is admitted and charged.
+        assert {ps.name: ps.count for ps in d.pod_sets} == {ps.name: ps.count for ps in spec.pod_sets if ps.count}
+        usage: dict[tuple[str, str], int] = {}
+        for ps in d.pod_sets:
+            for r, v in ps.requests.items():
+                fr = (ps.flavors[r], r)
+                usage[fr] = usage.get(fr, 0) + v * ps.count
+        assert usage == {k: v for k, v in d.usage.items() if v}
+        if self.modes[d.cluster_queue] == "QuotaAndNodes":
+            need = spec.min_member or spec.total_pods
+            assert sum(sum(ps.placement.values()) for ps in d.pod_sets) >= need
+
+    def check_invariants(self) -> None:
+        e = self.engine
+        e.check_invariants()
+        # Quota: usage within nominal + borrowing limit, never negative.
+        for name, limits in self.limits.items():
+            view = e.cluster_queue(name)
+            assert view is not None
+            for fr, used in view.usage.items():
+                assert used >= 0
+                nominal, blim = limits.get(fr, (None, None))  # type: ignore[assignment]
+                if nominal is not None and blim is not None:
+                    assert used <= nominal + blim, (name, fr, used)
+        # Nodes: bound pods + planned-not-bound pods of admitted gangs never exceed allocatable.
+        load: dict[str, dict[str, int]] = {n: {} for n in self.alloc}
+        bound_count: dict[tuple[str, str, str], int] = {}
+        for pod, (wl, node, req) in self.bound.items():
+            for r, v in req.items():
+                load[node][r] = load[node].get(r, 0) + v
+            ps_name = pod[len(wl) + 1 :].split("-")[0]
+            bound_count[(wl, ps_name, node)] = bound_count.get((wl, ps_name, node), 0) + 1
+        for key, adm in self.admissions.items():
+            if self.modes[adm.cluster_queue] != "QuotaAndNodes":
+                continue
+            for ps in adm.pod_sets:
+                for node, count in ps.placement.items():
+                    unbound = count - bound_count.get((key, ps.name, node), 0)
+                    for r, v in ps.requests.items():
+                        load[node][r] = load[node].get(r, 0) + v * unbound
+        quota_only = any(self.modes[a.cluster_queue] == "QuotaOnly" for a in self.admissions.values())
+        if not quota_only:
+            for node, used in load.items():
+                for r, v in used.items():
+                    assert v <= self.alloc[node].get(r, 0), (node, r, v)
+        # Every live workload is admitted/evicting or pending with a reason.
+        for key in self.specs:
+            view = e.workload(key)
+            assert view is not None
+            if view.state == "Pending":
+                assert view.reason and view.message
+            else:
+                assert key in self.admissions
+
+
+world_st = st.tuples(
+    st.lists(queue_st, min_size=3, max_size=3),
+    st.lists(st.tuples(st.integers(0, 1), st.integers(0, 8)), min_size=2, max_size=5),
+    st.booleans(),
+    st.lists(event_st, min_size=5, max_size=60),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(world_st)
+def test_invariants_hold_after_every_event(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
+) -> None:
+    queues, nodes, fair, events = world
+    w = World(queues, nodes, fair)
+    for event in events:
+        w.apply(event)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(world_st)
+def test_same_events_same_decisions(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
+) -> None:
+    queues, nodes, fair, events = world
+    logs = []
+    for _ in range(2):
+        w = World(queues, nodes, fair)
+        for event in events:
+            w.apply(event)
+        logs.append(w.log)
+    assert logs[0] == logs[1]

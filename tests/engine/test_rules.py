@@ -1,0 +1,310 @@
+"""The engine's admission rules, one behaviour per test."""
+
+from __future__ import annotations
+
+from gangq.core import EngineConfig, NodeSpec, PodInfo, PreemptionSpec, SpecError
+
+from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, quota
+
+
+def test_whole_gang_waits_for_quota_then_admits_in_one_step() -> None:
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "q", [quota("a100", 256, 16)])
+    e.submit(gang("big", "q", 3, 8), 0)  # 24 GPUs > 16 nominal: never fits
+    e.submit(gang("two", "q", 2, 8), 0)
+    decisions = e.schedule(1)
+    assert admitted(decisions) == ["two"]
+    view = e.workload("ns/big")
+    assert view is not None and view.reason == "NeverFits"
+    assert "24 nvidia.com/gpu" in view.message
+
+
+def test_node_check_refuses_a_gang_that_fits_quota_but_not_nodes() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    # 3 pods of 6 GPUs: 18 GPUs fit the 16 the nodes have in total, but only 2 pods fit at once.
+    e.submit(gang("g", "q", 3, 6), 0)
+    assert admitted(e.schedule(1)) == []
+    view = e.workload("ns/g")
+    assert view is not None and view.reason == "InsufficientNodes"
+    assert "only 2 of the 3 pods" in view.message
+
+
+def test_quota_only_mode_skips_the_node_check() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)], mode="QuotaOnly")
+    e.submit(gang("g", "q", 3, 6), 0)
+    assert admitted(e.schedule(1)) == ["g"]
+
+
+def test_min_member_admits_when_enough_pods_fit_together() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    e.submit(gang("g", "q", 3, 6, min_member=2), 0)
+    decisions = e.schedule(1)
+    assert admitted(decisions) == ["g"]
+    placement = decisions[0].pod_sets[0].placement  # type: ignore[union-attr]
+    assert sum(placement.values()) == 2
+
+
+def test_planned_pods_of_an_admitted_gang_block_a_second_gang_until_it_finishes() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    e.submit(gang("first", "q", 1, 8), 0)
+    e.submit(gang("second", "q", 1, 8, t=1), 0)
+    assert admitted(e.schedule(1)) == ["first"]
+    assert admitted(e.schedule(2)) == []
+    e.finish("ns/first", 3)
+    assert admitted(e.schedule(4)) == ["second"]
+
+
+def test_foreign_pods_use_node_capacity() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    e.update_pod(PodInfo("other/p", "a100-0", {GPU: 4}))
+    e.submit(gang("g", "q", 1, 8), 0)
+    assert admitted(e.schedule(1)) == []
+    e.delete_pod("other/p")
+    assert admitted(e.schedule(2)) == ["g"]
+
+
+def test_one_cycle_admits_many_gangs_from_one_queue() -> None:
+    e = engine()
+    add_nodes(e, "a100", 8, gpu=8)
+    add_queue(e, "q", [quota("a100", 1024, 64)])
+    for i in range(64):
+        e.submit(gang(f"w{i}", "q", 1, 1, t=i), 0)
+    assert len(admitted(e.schedule(1))) == 64
+
+
+def test_priority_then_fifo_order() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 8)])
+    e.submit(gang("old-low", "q", 1, 8, priority=0, t=0), 0)
+    e.submit(gang("new-high", "q", 1, 8, priority=10, t=5), 0)
+    e.submit(gang("newer-high", "q", 1, 8, priority=10, t=6), 0)
+    assert admitted(e.schedule(1)) == ["new-high"]
+    assert e.position("ns/newer-high") == (1, 2)
+    assert e.position("ns/old-low") == (2, 2)
+    assert [p.key for p in e.pending_workloads("q")] == ["ns/newer-high", "ns/old-low"]
+
+
+def test_strict_fifo_head_blocks_best_effort_lets_others_pass() -> None:
+    for strategy, expected in (("StrictFIFO", []), ("BestEffortFIFO", ["small"])):
+        e = engine()
+        add_nodes(e, "a100", 2, gpu=8)
+        add_queue(e, "q", [quota("a100", 256, 16)], strategy=strategy)
+        e.submit(gang("running", "q", 1, 8), 0)
+        assert admitted(e.schedule(1)) == ["running"]
+        e.submit(gang("head", "q", 2, 8, t=1), 1)
+        e.submit(gang("small", "q", 1, 4, t=2), 1)
+        assert admitted(e.schedule(2)) == expected, strategy
+
+
+def test_flavor_order_and_fallback_to_the_next_flavor() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_nodes(e, "h100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8), quota("h100", 64, 8)])
+    e.submit(gang("one", "q", 1, 8, t=0), 0)
+    e.submit(gang("two", "q", 1, 8, t=1), 0)
+    decisions = e.schedule(1)
+    flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
+    assert flavors == {"ns/one": "a100", "ns/two": "h100"}
+
+
+def test_missing_flavor_makes_the_queue_inactive_until_it_exists() -> None:
+    e = engine()
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 1, 1), 0)
+    e.schedule(1)
+    view = e.workload("ns/g")
+    assert view is not None and view.reason == "ClusterQueueInactive"
+    assert "flavor 'a100' not found" in view.message
+    add_nodes(e, "a100", 1)
+    assert admitted(e.schedule(2)) == ["g"]
+
+
+def test_unknown_local_queue_and_namespace_selection() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "nope", 1, 1), 0)
+    e.schedule(1)
+    view = e.workload("ns/g")
+    assert view is not None and view.reason == "LocalQueueNotFound"
+
+
+def test_pending_update_only_when_the_reason_changes_and_no_busy_retry() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("run", "q", 1, 8), 0)
+    e.submit(gang("wait", "q", 1, 8, t=1), 0)
+    first = e.schedule(1)
+    assert any(getattr(d, "workload", "") == "ns/wait" and d.reason == "InsufficientQuota" for d in first)  # type: ignore[union-attr]
+    calls = 0
+    original = e._try
+
+    def counting(*args: object) -> int:
+        nonlocal calls
+        calls += 1
+        return original(*args)  # type: ignore[arg-type]
+
+    e._try = counting  # type: ignore[method-assign]
+    assert e.schedule(2) == []
+    assert e.schedule(3) == []
+    assert calls == 0, "nothing changed, so nothing may be retried"
+    e.finish("ns/run", 4)
+    assert admitted(e.schedule(5)) == ["wait"]
+    assert calls == 1
+
+
+def test_borrowing_within_limits_and_message_names_the_cap() -> None:
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 256, 8, gpu_borrow=8)], cohort="pool")
+    add_queue(e, "b", [quota("a100", 256, 16)], cohort="pool")
+    e.submit(gang("a1", "a", 2, 8), 0)  # 16 GPUs: 8 nominal + 8 borrowed
+    e.submit(gang("a2", "a", 1, 8, t=1), 0)  # would exceed the borrowing limit
+    decisions = e.schedule(1)
+    assert admitted(decisions) == ["a1"]
+    assert decisions[0].borrowing  # type: ignore[union-attr]
+    view = e.workload("ns/a2")
+    assert view is not None and "borrowing limit 8 reached" in view.message
+
+
+def test_preemption_within_queue_takes_the_lowest_priority_newest_gang_only() -> None:
+    e = engine()
+    add_nodes(e, "a100", 3)
+    add_queue(e, "q", [quota("a100", 256, 24)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("low-old", "q", 1, 8, priority=1, t=0), 0)
+    e.schedule(1)
+    e.submit(gang("low-new", "q", 1, 8, priority=1, t=1), 1)
+    e.submit(gang("mid", "q", 1, 8, priority=5, t=2), 1)
+    assert sorted(admitted(e.schedule(2))) == ["low-new", "mid"]
+    e.submit(gang("high", "q", 1, 8, priority=9, t=3), 3)
+    decisions = e.schedule(4)
+    assert evicted(decisions) == ["low-new"]
+    view = e.workload("ns/high")
+    assert view is not None and view.reason == "WaitingForPreemption"
+    # The victim keeps its quota until it has stopped.
+    assert admitted(e.schedule(5)) == []
+    e.eviction_done("ns/low-new", 6)
+    assert admitted(e.schedule(7)) == ["high"]
+
+
+def test_reclaim_does_not_ping_pong_with_the_preempted_borrower() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2)
+    reclaim = PreemptionSpec(reclaim_within_cohort="Any")
+    add_queue(e, "a", [quota("a100", 256, 8)], cohort="pool", preemption=reclaim)
+    add_queue(e, "b", [quota("a100", 256, 8)], cohort="pool", preemption=reclaim)
+    e.submit(gang("a1", "a", 1, 8, t=0), 0)
+    e.submit(gang("a2", "a", 1, 8, t=1), 0)
+    assert admitted(e.schedule(1)) == ["a1", "a2"]
+    e.submit(gang("b1", "b", 1, 8, t=2), 2)
+    assert evicted(e.schedule(3)) == ["a2"]
+    e.eviction_done("ns/a2", 4)
+    decisions = e.schedule(5)
+    assert admitted(decisions) == ["b1"]
+    assert evicted(decisions) == []
+
+
+def test_reservation_lets_short_gangs_backfill_but_not_delay_the_head() -> None:
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10_000))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16)])
+    e.submit(gang("runner", "q", 1, 8, runtime=100), 0)
+    assert admitted(e.schedule(0)) == ["runner"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)  # needs the whole cluster: fits at t=100
+    e.submit(gang("short", "q", 1, 8, t=2, runtime=50), 1)  # ends at t=51 < 100: backfills
+    e.submit(gang("long", "q", 1, 8, t=3, runtime=500), 1)
+    decisions = e.schedule(1)
+    assert admitted(decisions) == ["short"]
+    view = e.workload("ns/long")
+    assert view is not None and view.reason in ("BlockedByReservation", "InsufficientQuota")
+
+
+def test_starvation_timeout_stops_small_gangs_passing_the_head() -> None:
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16)])
+    e.submit(gang("runner", "q", 1, 8), 0)  # no runtime limit: no reservation time
+    e.schedule(0)
+    e.submit(gang("head", "q", 2, 8, t=1), 1)
+    e.submit(gang("small1", "q", 1, 4, t=2), 1)
+    assert admitted(e.schedule(2)) == ["small1"]  # head has not waited long yet
+    e.submit(gang("small2", "q", 1, 4, t=3), 200)
+    assert admitted(e.schedule(201)) == []
+    view = e.workload("ns/small2")
+    assert view is not None and view.reason == "BlockedByReservation"
+
+
+def test_pods_ready_timeout_evicts_with_exponential_backoff_then_deactivates() -> None:
+    cfg = EngineConfig(pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=2)
+    e = engine(cfg)
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 1, 8), 0)
+    assert admitted(e.schedule(0)) == ["g"]
+    assert e.next_wakeup() == 60
+    delays = []
+    now = 0.0
+    for _ in range(3):
+        now = e.next_wakeup() or now
+        decisions = e.schedule(now)
+        ev = [d for d in decisions if hasattr(d, "requeue_at")]
+        assert len(ev) == 1 and ev[0].reason == "PodsReadyTimeout"  # type: ignore[union-attr]
+        e.eviction_done("ns/g", now)
+        if ev[0].deactivated:  # type: ignore[union-attr]
+            break
+        delays.append(ev[0].requeue_at - now)  # type: ignore[union-attr,operator]
+        now = e.next_wakeup() or now
+        assert admitted(e.schedule(now)) == ["g"]
+    assert delays == [10, 15]
+    view = e.workload("ns/g")
+    assert view is not None and view.reason == "Deactivated"
+    e.reactivate("ns/g", now)
+    assert admitted(e.schedule(now + 1)) == ["g"]
+
+
+def test_gang_with_running_pods_is_not_timed_out() -> None:
+    e = engine(EngineConfig(pods_ready_timeout=60))
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 2, 4), 0)
+    decisions = e.schedule(0)
+    node = next(iter(decisions[0].pod_sets[0].placement))  # type: ignore[union-attr]
+    for i in range(2):
+        e.update_pod(PodInfo(f"ns/g-{i}", node, {"cpu": 1000, GPU: 4}, workload="ns/g", pod_set="w", running=True))
+    assert e.schedule(100) == []
+    assert e.workload("ns/g").state == "Admitted"  # type: ignore[union-attr]
+
+
+def test_invalid_specs_name_object_and_field() -> None:
+    e = engine()
+    try:
+        add_queue(e, "bad", [quota("a100", 64, 8, gpu_borrow=4)])  # no cohort
+    except SpecError as err:
+        assert err.kind == "ClusterQueue" and err.name == "bad"
+        assert err.field.endswith("borrowingLimit")
+    else:
+        raise AssertionError("borrowingLimit without a cohort must be rejected")
+
+
+def test_node_added_later_wakes_gangs_waiting_for_nodes() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 256, 32)])
+    e.submit(gang("g", "q", 2, 8), 0)
+    assert admitted(e.schedule(1)) == []
+    e.upsert_node(NodeSpec("a100-extra", {"cpu": 64000, GPU: 8}, {"pool": "a100"}))
+    assert admitted(e.schedule(2)) == ["g"]
