@@ -1,0 +1,85 @@
+"""The ``gangq`` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
+from gangq.core.errors import SpecError
+from gangq.core.units import format_amount
+
+app = typer.Typer(help="gangq: batch queueing and whole-gang admission for Kubernetes JobSets.", no_args_is_help=True)
+
+
+@app.callback()
+def main() -> None:
+    """gangq: batch queueing and whole-gang admission for Kubernetes JobSets."""
+
+
+def _limit(value: int | None, resource: str) -> str:
+    return "∞" if value is None else format_amount(resource, value)
+
+
+@app.command()
+def validate(paths: list[Path] = typer.Argument(..., help="queue-configuration YAML files")) -> None:  # noqa: B008
+    """Check queue configurations (ResourceFlavor, Cohort, ClusterQueue, LocalQueue,
+    WorkloadPriorityClass) and print their quota tree."""
+    console = Console()
+    config = QueueConfig()
+    try:
+        for path in paths:
+            parse_queue_config(load_documents(path), config)
+    except (SpecError, OSError) as err:
+        console.print(f"[red]error:[/red] {err}", markup=True, highlight=False)
+        raise typer.Exit(1) from err
+    for cq in config.cluster_queues.values():
+        table = Table(title=f"ClusterQueue {cq.name}  (cohort {cq.cohort or '-'}, {cq.queueing_strategy})")
+        for column in ("flavor", "resource", "nominal", "borrowing limit", "lending limit"):
+            table.add_column(column)
+        for group in cq.resource_groups:
+            for flavor in group.flavors:
+                for q in flavor.resources:
+                    table.add_row(
+                        flavor.name,
+                        q.name,
+                        format_amount(q.name, q.nominal),
+                        _limit(q.borrowing_limit, q.name),
+                        _limit(q.lending_limit, q.name),
+                    )
+        console.print(table)
+    tree = Tree("cohorts")
+    roots = {c.name for c in config.cohorts.values() if c.parent is None}
+    roots |= {cq.cohort for cq in config.cluster_queues.values() if cq.cohort and cq.cohort not in config.cohorts}
+    nodes: dict[str, Tree] = {}
+
+    def attach(name: str, parent: Tree) -> None:
+        node = parent.add(f"cohort {name}")
+        nodes[name] = node
+        for child in config.cohorts.values():
+            if child.parent == name:
+                attach(child.name, node)
+        for cq in config.cluster_queues.values():
+            if cq.cohort == name:
+                node.add(f"ClusterQueue {cq.name}")
+
+    for root in sorted(roots):
+        attach(root, tree)
+    for cq in config.cluster_queues.values():
+        if cq.cohort is None:
+            tree.add(f"ClusterQueue {cq.name} (no cohort)")
+    console.print(tree)
+    for problem in config.problems():
+        console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+    console.print(
+        f"valid: {len(config.flavors)} flavors, {len(config.cohorts)} cohorts, {len(config.cluster_queues)} "
+        f"ClusterQueues, {len(config.local_queues)} LocalQueues, {len(config.priority_classes)} priority classes"
+    )
+
+
+if __name__ == "__main__":
+    app()
