@@ -1,0 +1,252 @@
+"""Admission throughput of gangq's engine on synthetic clusters with deep queues.
+
+    python benchmarks/engine_scaling.py --json OUT.json [--quick] [--max-seconds 120]
+
+Each case runs in a fresh subprocess (so peak RSS is per case): build the cluster, submit every
+workload (timed separately), then a steady-state loop on a virtual clock — ``schedule(now)``,
+collect admissions, advance to the next finish, ``finish()`` the finished gangs — until every
+gang has been admitted or the case's time cap is reached. Cluster capacity holds roughly a tenth
+of the pending gangs at once, so queues stay deep (the situation of kueue#14477).
+
+Figures (per case): ``admissions_per_s`` = admissions / engine seconds (schedule + finish);
+``us_per_admission`` = its inverse in microseconds; ``peak_rss_mb`` = the subprocess's peak RSS.
+Baseline, measured in the same run on the same workloads of the first case: a plain FIFO
+admitter that scans every pending gang each cycle and checks quota only (no nodes, no cohorts);
+the ratio ``gangq / baseline`` is reported with it. These machines are shared and noisy: compare
+ratios, not absolute numbers, across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+CASES = [(1_000, 10, 100), (10_000, 100, 1_000), (100_000, 1_000, 5_000)]
+GPU = "nvidia.com/gpu"
+
+
+def _workloads(pending: int, cluster_queues: int, seed: int) -> list[tuple[str, int, int, int, int, float]]:
+    """(key, queue index, pods, cpu millicores per pod, gpus per pod, duration) per gang."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(pending):
+        pods = rnd.randint(1, 8)
+        gpu = 1 if rnd.random() < 0.3 else 0
+        out.append(
+            (f"ns/w{i}", rnd.randrange(cluster_queues), pods, rnd.randint(1, 4) * 1000, gpu, rnd.uniform(60, 600))
+        )
+    return out
+
+
+def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, seed: int = 7) -> dict[str, Any]:
+    from gangq.core import (
+        Admission,
+        ClusterQueueSpec,
+        Engine,
+        EngineConfig,
+        FlavorQuotas,
+        FlavorSpec,
+        LabelSelector,
+        LocalQueueSpec,
+        NodeSpec,
+        PodSetSpec,
+        ResourceGroup,
+        ResourceQuota,
+        WorkloadSpec,
+    )
+
+    engine = Engine(EngineConfig(pods_ready_timeout=None))
+    engine.upsert_namespace("ns", {})
+    engine.upsert_flavor(FlavorSpec("cpu", {"pool": "cpu"}))
+    engine.upsert_flavor(FlavorSpec("gpu", {"pool": "gpu"}))
+    gpu_nodes = max(1, nodes // 4)
+    for i in range(nodes):
+        if i < gpu_nodes:
+            engine.upsert_node(NodeSpec(f"g{i}", {"cpu": 64_000, "memory": 512 << 30, GPU: 8}, {"pool": "gpu"}))
+        else:
+            engine.upsert_node(NodeSpec(f"c{i}", {"cpu": 64_000, "memory": 256 << 30}, {"pool": "cpu"}))
+    cpu_per_cq = 64_000 * (nodes - gpu_nodes) // cluster_queues
+    gpu_cpu_per_cq = 64_000 * gpu_nodes // cluster_queues
+    gpu_per_cq = max(1, 8 * gpu_nodes // cluster_queues)
+    for c in range(cluster_queues):
+        groups = [
+            ResourceGroup(
+                ["cpu", "memory", GPU],
+                [
+                    FlavorQuotas(
+                        "cpu",
+                        [ResourceQuota("cpu", cpu_per_cq), ResourceQuota("memory", 1 << 50), ResourceQuota(GPU, 0)],
+                    ),
+                    FlavorQuotas(
+                        "gpu",
+                        [
+                            ResourceQuota("cpu", gpu_cpu_per_cq),
+                            ResourceQuota("memory", 1 << 50),
+                            ResourceQuota(GPU, gpu_per_cq),
+                        ],
+                    ),
+                ],
+            )
+        ]
+        engine.upsert_cluster_queue(
+            ClusterQueueSpec(f"cq{c}", groups, cohort=f"cohort{c // 10}", namespace_selector=LabelSelector())
+        )
+        engine.upsert_local_queue(LocalQueueSpec("ns", f"lq{c}", f"cq{c}"))
+
+    gangs = _workloads(pending, cluster_queues, seed)
+    durations = {}
+    t0 = time.perf_counter()
+    for i, (key, q, pods, cpu, gpu, duration) in enumerate(gangs):
+        requests = {"cpu": cpu, "memory": 4 << 30}
+        if gpu:
+            requests[GPU] = gpu
+        engine.submit(
+            WorkloadSpec(key, "ns", f"lq{q}", [PodSetSpec("workers", pods, requests)], creation_time=i * 0.01), 0.0
+        )
+        durations[key] = duration
+    submit_s = time.perf_counter() - t0
+
+    ends: list[tuple[float, str]] = []
+    now = 1.0
+    admitted = cycles = 0
+    engine_s = 0.0
+    wall0 = time.perf_counter()
+    capped = False
+    while admitted < pending:
+        t = time.perf_counter()
+        decisions = engine.schedule(now)
+        engine_s += time.perf_counter() - t
+        cycles += 1
+        for d in decisions:
+            if isinstance(d, Admission):
+                admitted += 1
+                heapq.heappush(ends, (now + durations[d.workload], d.workload))
+        if not ends:
+            break
+        if time.perf_counter() - wall0 > max_seconds:
+            capped = True
+            break
+        now = ends[0][0]
+        t = time.perf_counter()
+        while ends and ends[0][0] <= now:
+            engine.finish(heapq.heappop(ends)[1], now)
+        engine_s += time.perf_counter() - t
+    engine.check_invariants()
+    rate = admitted / engine_s if engine_s > 0 else 0.0
+    return {
+        "pending": pending,
+        "cluster_queues": cluster_queues,
+        "nodes": nodes,
+        "admissions_per_s": round(rate, 1),
+        "us_per_admission": round(1e6 / rate, 1) if rate else None,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "admitted": admitted,
+        "cycles": cycles,
+        "admissions_per_cycle": round(admitted / cycles, 2) if cycles else 0.0,
+        "submit_us_per_workload": round(submit_s / pending * 1e6, 1),
+        "capped_at_seconds": max_seconds if capped else None,
+    }
+
+
+def run_baseline(pending: int, cluster_queues: int, nodes: int, seed: int = 7) -> dict[str, Any]:
+    """A naive FIFO admitter on the same gangs: scan every pending gang per cycle, quota only."""
+    gangs = _workloads(pending, cluster_queues, seed)
+    cpu_quota = 64_000 * nodes // cluster_queues
+    used = [0] * cluster_queues
+    queue = list(gangs)
+    ends: list[tuple[float, int, int]] = []
+    now = 1.0
+    admitted = 0
+    t0 = time.perf_counter()
+    while queue:
+        rest = []
+        for key, q, pods, cpu, _gpu, duration in queue:
+            need = pods * cpu
+            if used[q] + need <= cpu_quota:
+                used[q] += need
+                admitted += 1
+                heapq.heappush(ends, (now + duration, q, need))
+            else:
+                rest.append((key, q, pods, cpu, _gpu, duration))
+        queue = rest
+        if not ends:
+            break
+        now = ends[0][0]
+        while ends and ends[0][0] <= now:
+            _, q, need = heapq.heappop(ends)
+            used[q] -= need
+    elapsed = time.perf_counter() - t0
+    rate = admitted / elapsed if elapsed else 0.0
+    return {"pending": pending, "admitted": admitted, "admissions_per_s": round(rate, 1)}
+
+
+def _subprocess(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", dest="json_path", help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="only the first two cases")
+    parser.add_argument("--max-seconds", type=float, default=120.0, help="cap on one case's admission loop")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        p, c, n = (int(x) for x in args.case.split(","))
+        print(json.dumps(run_case(p, c, n, args.max_seconds)))
+        return
+    if args.baseline:
+        p, c, n = (int(x) for x in args.baseline.split(","))
+        print(json.dumps(run_baseline(p, c, n)))
+        return
+    cases = CASES[:2] if args.quick else CASES
+    try:
+        from rich.progress import track
+
+        iterator = track(cases, description="engine_scaling", console=None, transient=True)
+    except ImportError:  # pragma: no cover - rich is a dependency
+        iterator = cases
+    results = [
+        _subprocess(["--case", ",".join(map(str, case)), "--max-seconds", str(args.max_seconds)]) for case in iterator
+    ]
+    baseline = _subprocess(["--baseline", ",".join(map(str, CASES[0]))])
+    report: dict[str, Any] = {
+        "cases": results,
+        "baseline": {
+            **baseline,
+            "ratio_gangq_over_baseline": round(results[0]["admissions_per_s"] / baseline["admissions_per_s"], 3),
+        },
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+    }
+    by_size = {r["pending"]: r for r in results}
+    targets: dict[str, Any] = {}
+    if 10_000 in by_size:
+        measured = by_size[10_000]["admissions_per_s"]
+        targets["admissions_per_s_at_10k"] = {"target": 5000, "measured": measured, "met": measured >= 5000}
+    if 1_000 in by_size and 100_000 in by_size:
+        ratio = by_size[100_000]["us_per_admission"] / by_size[1_000]["us_per_admission"]
+        report["ratios"] = {"us_per_admission_100k_over_1k": round(ratio, 2)}
+        targets["cost_ratio_100k_over_1k"] = {"target": 2.0, "measured": round(ratio, 2), "met": ratio <= 2.0}
+        rss = by_size[100_000]["peak_rss_mb"]
+        targets["peak_rss_mb_at_100k"] = {"target": 1024, "measured": rss, "met": rss <= 1024}
+    report["targets"] = targets
+    text = json.dumps(report, indent=2)
+    if args.json_path:
+        with open(args.json_path, "w") as fh:
+            fh.write(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
