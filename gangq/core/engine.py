@@ -71,10 +71,20 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         yield key
 
 
+def _choice_signature(wl: Workload) -> object:
+    """What decides a single-pod-set gang's flavor options: its selectors and requested resources."""
+    ps = wl.spec.pod_sets[0]
+    return (
+        tuple(sorted(ps.node_selector.items())),
+        tuple(t.signature() for t in ps.tolerations),
+        tuple(sorted(ps.requests)),
+    )
+
+
 class _Cycle:
     """Per-cycle scratch state."""
 
-    __slots__ = ("admitted", "decisions", "failed", "now", "preempted_in", "unplaceable")
+    __slots__ = ("admitted", "decisions", "failed", "now", "preempted_in", "quota_failed", "unplaceable")
 
     def __init__(self, now: float, decisions: list[Decision]) -> None:
         self.now = now
@@ -85,6 +95,8 @@ class _Cycle:
         self.admitted: list[Workload] = []
         self.failed: list[Workload] = []
         self.decisions = decisions
+        # Per (ClusterQueue, flavor-option signature): totals of gangs that failed on quota.
+        self.quota_failed: dict[tuple[str, object], list[dict[str, int]]] = {}
 
 
 class _Reservation:
@@ -716,7 +728,12 @@ class Engine:
         while heap:
             _, _, key, cq, cursor = heapq.heappop(heap)
             wl = self.workloads[key[3]]
-            outcome = self._try(cq, wl, ctx)
+            if wl.queued == "inadmissible" and self._dominated(cq, wl, ctx):
+                outcome = _FAILED
+            else:
+                outcome = self._try(cq, wl, ctx)
+                if outcome != _ADMITTED and wl.reason == "InsufficientQuota" and len(wl.spec.pod_sets) == 1:
+                    ctx.quota_failed.setdefault((cq.name, _choice_signature(wl)), []).append(wl.totals)
             if outcome == _ADMITTED:
                 ctx.admitted.append(wl)
             else:
@@ -755,6 +772,24 @@ class Engine:
             if not keys or keys[0] != first:
                 keys.insert(0, first)
         return heapq.merge(iter(cq.active), keys)
+
+    def _dominated(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
+        """A gang that needs at least as much of everything as one that already failed on quota in
+        this queue this cycle, with the same flavor options, fails too: capacity only shrinks
+        within a cycle. Only after the queue's preemption attempt (or when it cannot preempt)."""
+        if len(wl.spec.pod_sets) != 1 or (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
+            return False
+        failed = ctx.quota_failed.get((cq.name, _choice_signature(wl)))
+        if not failed:
+            return False
+        totals = wl.totals
+        for other in failed:
+            for resource, amount in other.items():
+                if totals.get(resource, 0) < amount:
+                    break
+            else:
+                return True
+        return False
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
