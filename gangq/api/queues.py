@@ -15,6 +15,7 @@ from gangq.core.model import (
     FlavorFungibility,
     FlavorQuotas,
     FlavorSpec,
+    FungibilityPolicy,
     LocalQueueSpec,
     PreemptionSpec,
     ResourceGroup,
@@ -102,7 +103,7 @@ class PreemptionModel(_Model):
     borrow_within_cohort: BorrowWithinCohortModel | None = Field(default=None, alias="borrowWithinCohort")
 
 
-_FUNGIBILITY = {
+_FUNGIBILITY: dict[str, FungibilityPolicy] = {
     "MayStopSearch": "MayStopSearch",
     "TryNextFlavor": "TryNextFlavor",
     "Borrow": "MayStopSearch",
@@ -240,7 +241,7 @@ def cluster_queue(name: str, spec: Any) -> ClusterQueueSpec:
         preemption=PreemptionSpec(
             p.within_cluster_queue, p.reclaim_within_cohort, bwc.policy, bwc.max_priority_threshold
         ),
-        flavor_fungibility=FlavorFungibility(_FUNGIBILITY[f.when_can_borrow], _FUNGIBILITY[f.when_can_preempt]),  # type: ignore[arg-type]
+        flavor_fungibility=FlavorFungibility(_FUNGIBILITY[f.when_can_borrow], _FUNGIBILITY[f.when_can_preempt]),
         stop_policy=m.stop_policy,
         fair_sharing_weight=_weight(kind, name, m.fair_sharing),
         admission_mode=m.admission_mode,
