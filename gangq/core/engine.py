@@ -33,7 +33,7 @@ from gangq.core.decisions import (
 )
 from gangq.core.errors import SpecError
 from gangq.core.fairshare import dominant_share
-from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, assignments, pod_set_choices
+from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, FlavorOptions, assignments, flavor_options
 from gangq.core.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -47,7 +47,7 @@ from gangq.core.model import (
 from gangq.core.nodes import NodeIndex, NodePool
 from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
 from gangq.core.queue import ClusterQueueState
-from gangq.core.quota import QuotaTree
+from gangq.core.quota import QuotaNode, QuotaTree
 from gangq.core.selectors import Toleration
 from gangq.core.statement import Statement
 from gangq.core.units import format_amount
@@ -81,13 +81,50 @@ def _choice_signature(wl: Workload) -> object:
     )
 
 
+class _Available(dict[FlavorResource, int]):
+    """A ClusterQueue's available quota per flavor-resource, computed on first use."""
+
+    __slots__ = ("node", "reclaimers", "tree")
+
+    def __init__(self, tree: QuotaTree, node: QuotaNode) -> None:
+        super().__init__()
+        self.tree = tree
+        self.node = node
+        self.reclaimers: dict[tuple[FlavorResource, ...], Workload | None] = {}
+
+    def __missing__(self, fr: FlavorResource) -> int:
+        value = self.tree.available(self.node, fr)
+        self[fr] = value
+        return value
+
+    def reclaimer(self, engine: Engine, cq: ClusterQueueState, borrowed: list[FlavorResource]) -> Workload | None:
+        key = tuple(borrowed)
+        cache = self.reclaimers
+        if key not in cache:
+            cache[key] = engine._reclaimer_for(cq, borrowed)
+        return cache[key]
+
+
 class _Cycle:
     """Per-cycle scratch state."""
 
-    __slots__ = ("admitted", "decisions", "failed", "now", "preempted_in", "quota_failed", "unplaceable")
+    __slots__ = (
+        "admitted",
+        "available",
+        "available_version",
+        "decisions",
+        "failed",
+        "now",
+        "preempted_in",
+        "quota_failed",
+        "unplaceable",
+    )
 
     def __init__(self, now: float, decisions: list[Decision]) -> None:
         self.now = now
+        # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
+        self.available: dict[str, _Available] = {}
+        self.available_version = (-1, -1)
         # Request vectors that fit no node of a candidate-pool set this cycle.
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
@@ -137,6 +174,8 @@ class Engine:
         self._config_version = 0  # bumped on every spec change (flavor-choice cache key)
         self._reservations: dict[str, _Reservation] = {}
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
+        self._heads_version = 0  # bumped when a queue gets a new protected head
+        self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
 
     # ------------------------------------------------------------------------------------------
     # Cluster configuration events
@@ -191,6 +230,7 @@ class Engine:
         self._config_changed()
 
     def _forget_cluster_queue(self, cq: ClusterQueueState) -> None:
+        self._trees.clear()
         self.cluster_queues.pop(cq.name, None)
         self.quota.remove_cluster_queue(cq.name)
         self._dirty.pop(cq.name, None)
@@ -215,6 +255,7 @@ class Engine:
 
     def _config_changed(self) -> None:
         """Specs changed: recheck which queues are active, re-route every pending workload."""
+        self._trees.clear()
         self._version += 1
         self._config_version += 1
         self._reservations.clear()
@@ -536,16 +577,33 @@ class Engine:
 
     def _retry_tree(self, cq: ClusterQueueState) -> None:
         """Quota came free under ``cq``'s cohort tree: every queue there may admit again."""
+        for other in self._tree_queues(cq):
+            other.retry = True
+            self._dirty[other.name] = None
+
+    def _tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
+        """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
         root = cq.node.root()
         if root is cq.node:
-            cq.retry = True
-            self._dirty[cq.name] = None
+            return [cq]
+        queues = self._trees.get(root.name)
+        if queues is None:
+            queues = [
+                c for n in self.quota.tree_cluster_queues(root) if (c := self.cluster_queues.get(n.name)) is not None
+            ]
+            self._trees[root.name] = queues
+        return queues
+
+    def _other_heads(self, cq: ClusterQueueState) -> Iterator[tuple[ClusterQueueState, Workload]]:
+        """The protected heads of the other queues in ``cq``'s cohort tree."""
+        if not self._protected:
             return
-        for node in self.quota.tree_cluster_queues(root):
-            other = self.cluster_queues.get(node.name)
-            if other is not None:
-                other.retry = True
-                self._dirty[other.name] = None
+        for other in self._tree_queues(cq):
+            if other is cq or other.protected_head is None:
+                continue
+            head = other.head()
+            if head is not None:
+                yield other, head
 
     # ------------------------------------------------------------------------------------------
     # Scheduling
@@ -728,7 +786,7 @@ class Engine:
         while heap:
             _, _, key, cq, cursor = heapq.heappop(heap)
             wl = self.workloads[key[3]]
-            if wl.queued == "inadmissible" and self._dominated(cq, wl, ctx):
+            if wl.queued == "inadmissible" and (not self._quota_may_fit(cq, wl, ctx) or self._dominated(cq, wl, ctx)):
                 outcome = _FAILED
             else:
                 outcome = self._try(cq, wl, ctx)
@@ -763,8 +821,6 @@ class Engine:
         if not retry:
             return iter(cq.active)
         candidates = cq.candidates(self._available_by_resource(cq))
-        if candidates is None:
-            return cq.cursor(include_inadmissible=True)
         workloads = self.workloads
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
         if self._may_preempt(cq) and cq.inadmissible:
@@ -791,6 +847,36 @@ class Engine:
                 return True
         return False
 
+    def _quota_may_fit(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
+        """Cheap retry filter: a gang that last failed on quota and still has no flavor option that
+        fits the available quota fails again, without building assignments and messages. Not
+        applied before the queue's preemption attempt, since preemption is how such a gang gets in.
+        """
+        if wl.reason != "InsufficientQuota" or (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
+            return True
+        quota = self.quota
+        version = (quota.version, self._heads_version)
+        if ctx.available_version != version:
+            ctx.available.clear()
+            ctx.available_version = version
+        available = ctx.available.get(cq.name)
+        if available is None:
+            available = ctx.available[cq.name] = _Available(quota, cq.node)
+        node = cq.node
+        usage, nominal = node.usage, node.nominal
+        for option in self._options(cq, wl).usages:
+            borrowed: list[FlavorResource] = []
+            for fr, need in option.items():
+                if need > available[fr]:
+                    break
+                if usage.get(fr, 0) + need > nominal.get(fr, 0):
+                    borrowed.append(fr)
+            else:
+                # Borrowing is possible only when no lender is reclaiming that quota (see _reclaimer).
+                if not borrowed or available.reclaimer(self, cq, borrowed) is None:
+                    return True
+        return False
+
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
         message = cq.inactive_reason or f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})"
@@ -803,6 +889,7 @@ class Engine:
         if head is None or wl.order_key < head.order_key:
             cq.protected_head = wl
             self._protected[cq.name] = None
+            self._heads_version += 1
 
     # ------------------------------------------------------------------------------------------
     # Trying one workload
@@ -878,20 +965,38 @@ class Engine:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
 
-    def _assignments(self, cq: ClusterQueueState, wl: Workload) -> Candidates:
+    def _options(self, cq: ClusterQueueState, wl: Workload) -> FlavorOptions:
         cached = wl.choices
         if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
-            cached = (self._config_version, cq.name, pod_set_choices(cq.spec, self.flavors, wl.spec.pod_sets))
+            cached = (self._config_version, cq.name, flavor_options(cq.spec, self.flavors, wl.spec.pod_sets))
             wl.choices = cached
-        return assignments(self.quota, cq.node, cq.spec, self.flavors, wl.spec.pod_sets, cached[2])
+        return cached[2]
+
+    def _assignments(self, cq: ClusterQueueState, wl: Workload) -> Candidates:
+        return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl))
 
     def _available_by_resource(self, cq: ClusterQueueState) -> dict[str, int]:
-        """What the queue could take now per resource, summed over its flavors (an upper bound)."""
+        """An upper bound of what one queued gang could take now, per resource.
+
+        A gang with one pod set charges all of a resource to one flavor, so the bound is the
+        largest availability over the queue's flavors; with several pod sets the demand may split,
+        so it is the sum. Quota that a lender is reclaiming (see :meth:`_reclaimer`) cannot be
+        borrowed, so only the queue's unused nominal quota counts for it.
+        """
         available = self.quota.available
         node = cq.node
+        split = cq.multi_pod_set > 0
         out: dict[str, int] = {}
         for fr in cq.flavor_resources:
-            out[fr[1]] = out.get(fr[1], 0) + available(node, fr)
+            amount = available(node, fr)
+            headroom = node.nominal.get(fr, 0) - node.usage.get(fr, 0)
+            if amount > headroom and self._reclaimer_for(cq, [fr]) is not None:
+                amount = max(0, headroom)
+            resource = fr[1]
+            if split:
+                out[resource] = out.get(resource, 0) + amount
+            elif amount > out.get(resource, -1):
+                out[resource] = amount
         return out
 
     def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
@@ -999,13 +1104,7 @@ class Engine:
         borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
         final_share = dominant_share(cq.node, a.usage) if self.config.fair_sharing else 0.0
         keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
-        root = cq.node.root()
-        queues = (
-            [cq]
-            if root is cq.node
-            else [c for n in self.quota.tree_cluster_queues(root) if (c := self.cluster_queues.get(n.name)) is not None]
-        )
-        for other in queues:
+        for other in self._tree_queues(cq):
             own = other is cq
             share = 0.0
             if not own:
@@ -1144,18 +1243,8 @@ class Engine:
             yield head
         if not a.borrowing:
             return
-        root = cq.node.root()
-        if root is cq.node:
-            return
-        for name in list(self._protected):
-            other = self.cluster_queues.get(name)
-            h = other.head() if other is not None else None
-            if other is None or h is None:
-                self._protected.pop(name, None)
-                continue
-            if other is cq or other.node.root() is not root or h.order_key >= wl.order_key:
-                continue
-            if any(fr[1] in h.totals for fr in a.usage):
+        for _, h in self._other_heads(cq):
+            if h.order_key < wl.order_key and any(fr[1] in h.totals for fr in a.usage):
                 yield h
 
     def _reclaimer(self, cq: ClusterQueueState, a: Assignment) -> Workload | None:
@@ -1166,22 +1255,15 @@ class Engine:
         preempted borrower is re-admitted (it is older) the moment it stops, and is preempted
         again by the same reclaimer, forever.
         """
-        if not self._protected:
+        node = cq.node
+        borrowed = [fr for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)]
+        return self._reclaimer_for(cq, borrowed)
+
+    def _reclaimer_for(self, cq: ClusterQueueState, borrowed: list[FlavorResource]) -> Workload | None:
+        """The protected head of another queue in ``cq``'s tree that reclaims one of ``borrowed``."""
+        if not borrowed:
             return None
-        root = cq.node.root()
-        if root is cq.node:
-            return None
-        borrowed = [
-            fr for fr, amount in a.usage.items() if cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0)
-        ]
-        for name in list(self._protected):
-            other = self.cluster_queues.get(name)
-            head = other.head() if other is not None else None
-            if other is None or head is None:
-                self._protected.pop(name, None)
-                continue
-            if other is cq or other.node.root() is not root:
-                continue
+        for other, head in self._other_heads(cq):
             onode = other.node
             for fr in borrowed:
                 need = head.totals.get(fr[1], 0)
@@ -1228,33 +1310,41 @@ class Engine:
         A necessary condition only (aggregate allocatable, and one pod per pod set on one node):
         it catches the gang that is bigger than its flavors' nodes, which must not hold a queue.
         """
+        version = (self._config_version, self.nodes.spec_version, wl.cq.name if wl.cq else "")
+        cache = wl.empty_fit
+        if cache is None or cache[0] != version:
+            cache = wl.empty_fit = (version, {})
+        known = cache[1]
         for a in cands.assignments:
-            pod_sets = self._pod_sets_for(wl, a)
-            total: dict[str, int] = {}
-            single_ok = True
-            seen: dict[int, NodePool] = {}
-            for _, requests, _, pools in pod_sets:
-                if not any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values()):
-                    single_ok = False
-                    break
-                for p in pools:
-                    seen[p.pool_id] = p
-            if not single_ok:
-                continue
-            for pool in seen.values():
-                for node in pool.nodes.values():
-                    for resource, amount in node.allocatable.items():
-                        total[resource] = total.get(resource, 0) + amount
-            needed: dict[str, int] = {}
-            pods_left = wl.min_member
-            for _, requests, count, _ in pod_sets:
-                take = min(count, pods_left)
-                pods_left -= take
-                for resource, amount in requests.items():
-                    needed[resource] = needed.get(resource, 0) + amount * take
-            if all(total.get(r, 0) >= v for r, v in needed.items()):
+            fits = known.get(id(a.choices))
+            if fits is None:
+                fits = known[id(a.choices)] = self._assignment_fits_empty_nodes(wl, a)
+            if fits:
                 return True
         return False
+
+    def _assignment_fits_empty_nodes(self, wl: Workload, a: Assignment) -> bool:
+        """One assignment of :meth:`_fits_empty_nodes` (specs only, so cached per workload)."""
+        pod_sets = self._pod_sets_for(wl, a)
+        total: dict[str, int] = {}
+        seen: dict[int, NodePool] = {}
+        for _, requests, _, pools in pod_sets:
+            if not any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values()):
+                return False
+            for p in pools:
+                seen[p.pool_id] = p
+        for pool in seen.values():
+            for node in pool.nodes.values():
+                for resource, amount in node.allocatable.items():
+                    total[resource] = total.get(resource, 0) + amount
+        needed: dict[str, int] = {}
+        pods_left = wl.min_member
+        for _, requests, count, _ in pod_sets:
+            take = min(count, pods_left)
+            pods_left -= take
+            for resource, amount in requests.items():
+                needed[resource] = needed.get(resource, 0) + amount * take
+        return all(total.get(r, 0) >= v for r, v in needed.items())
 
     def _fits_any(self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool) -> bool:
         """Would any of the gang's candidate assignments fit in the current (what-if) state?"""

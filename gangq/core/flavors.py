@@ -146,20 +146,49 @@ def explain(tree: QuotaTree, node: QuotaNode, fr: FlavorResource, need: int, ava
 PodSetChoices = list[list[PodSetChoice]]
 
 
-def pod_set_choices(
-    cq: ClusterQueueSpec, flavors: Mapping[str, FlavorSpec], pod_sets: Sequence[PodSetSpec]
-) -> tuple[PodSetChoices, str]:
-    """Per pod set, the flavor choices to try in order; or why none can ever match.
+class FlavorOptions:
+    """What a gang's flavor assignment can be, from specs alone: the flavor combinations to try in
+    order and the quota each would charge; or ``why`` none can ever match.
 
-    Depends only on specs, so the engine caches it per workload until the configuration changes.
+    Depends only on specs, so the engine caches it per workload until the configuration changes;
+    classifying it against current usage (:func:`assignments`) is then a pass over a few dicts.
     """
+
+    __slots__ = ("combos", "single", "usages", "why")
+
+    def __init__(self, combos: list[tuple[PodSetChoice, ...]], usages: list[dict[FlavorResource, int]], why: str):
+        self.combos = combos
+        self.usages = usages
+        self.why = why
+        self.single = len(combos) == 1
+
+    def may_fit(self, available: Mapping[FlavorResource, int]) -> bool:
+        """Could some combination fit the quota available now (borrowing included)?
+
+        Exact for the quota part of admission: a gang that fails this fails :func:`assignments`
+        with no ``FIT`` or ``BORROW`` option, so a retry can skip it without building messages.
+        """
+        for usage in self.usages:
+            for fr, need in usage.items():
+                if need > available[fr]:
+                    break
+            else:
+                return True
+        return False
+
+
+def flavor_options(
+    cq: ClusterQueueSpec, flavors: Mapping[str, FlavorSpec], pod_sets: Sequence[PodSetSpec]
+) -> FlavorOptions:
+    """Per pod set, the flavor choices to try in order, combined into at most ``MAX_ASSIGNMENTS``
+    complete assignments with the usage each charges."""
     per_pod_set: PodSetChoices = []
     for index, pod_set in enumerate(pod_sets):
         if pod_set.count == 0:
             continue
         options, why = _group_options(cq, flavors, pod_set)
         if why:
-            return [], why
+            return FlavorOptions([], [], why)
         choices = []
         for names in itertools.islice(itertools.product(*(names for _, names in options)), MAX_ASSIGNMENTS):
             mapping: dict[str, str] = {}
@@ -168,26 +197,9 @@ def pod_set_choices(
                     mapping[resource] = flavor
             choices.append(PodSetChoice(index, pod_set, mapping))
         per_pod_set.append(choices)
-    return per_pod_set, ""
-
-
-def assignments(
-    tree: QuotaTree,
-    node: QuotaNode,
-    cq: ClusterQueueSpec,
-    flavors: Mapping[str, FlavorSpec],
-    pod_sets: Sequence[PodSetSpec],
-    choices: tuple[PodSetChoices, str] | None = None,
-) -> Candidates:
-    """All flavor assignments of a gang worth trying, in preference order (see module doc)."""
-    per_pod_set, why = choices if choices is not None else pod_set_choices(cq, flavors, pod_sets)
-    if why:
-        return Candidates([], True, why)
-    result: list[Assignment] = []
-    first_message = ""
-    never = True
-    single = len(per_pod_set) == 1 and len(per_pod_set[0]) == 1
-    for combo in itertools.islice(itertools.product(*per_pod_set), MAX_ASSIGNMENTS):
+    combos = list(itertools.islice(itertools.product(*per_pod_set), MAX_ASSIGNMENTS))
+    usages: list[dict[FlavorResource, int]] = []
+    for combo in combos:
         usage: dict[FlavorResource, int] = {}
         for choice in combo:
             ps = choice.pod_set
@@ -196,20 +208,36 @@ def assignments(
             for resource, amount in ps.requests.items():
                 fr = (mapping[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount * count
+        usages.append(usage)
+    return FlavorOptions(combos, usages, "")
+
+
+def assignments(tree: QuotaTree, node: QuotaNode, cq: ClusterQueueSpec, options: FlavorOptions) -> Candidates:
+    """All flavor assignments of a gang worth trying, in preference order (see module doc)."""
+    if options.why:
+        return Candidates([], True, options.why)
+    result: list[Assignment] = []
+    first_message = ""
+    never_message = ""
+    never = True
+    stop_at_preempt = cq.flavor_fungibility.when_can_preempt == "MayStopSearch"
+    for combo, usage in zip(options.combos, options.usages, strict=True):
         a = Assignment(combo, usage)
         a.mode, a.message = classify(tree, node, usage)
         a.borrowing = a.mode == BORROW
         if a.mode != NO_FIT:
             never = False
-        if a.message and not first_message:
-            first_message = a.message
+            if a.message and not first_message:
+                first_message = a.message
+        elif not never_message:
+            never_message = a.message
         result.append(a)
-        if single:
+        if options.single:
             break
-        if a.mode == PREEMPT and cq.flavor_fungibility.when_can_preempt == "MayStopSearch":
+        if a.mode == PREEMPT and stop_at_preempt:
             break
     if cq.flavor_fungibility.when_can_borrow == "TryNextFlavor":
         result.sort(key=lambda a: a.mode if a.mode <= BORROW else BORROW + 1)
     if never:
-        return Candidates([], True, first_message)
+        return Candidates([], True, never_message)
     return Candidates([a for a in result if a.mode != NO_FIT], False, first_message)

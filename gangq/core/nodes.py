@@ -137,7 +137,16 @@ class Placement:
 class NodeIndex:
     """All nodes, grouped into pools; the only place that changes free node capacity."""
 
-    __slots__ = ("_candidates", "_next_pool_id", "_pool_by_signature", "log", "nodes", "pools", "version")
+    __slots__ = (
+        "_candidates",
+        "_next_pool_id",
+        "_pool_by_signature",
+        "log",
+        "nodes",
+        "pools",
+        "spec_version",
+        "version",
+    )
 
     def __init__(self) -> None:
         self.nodes: dict[str, NodeState] = {}
@@ -146,6 +155,7 @@ class NodeIndex:
         self._next_pool_id = 0
         self._candidates: dict[tuple[object, ...], tuple[NodePool, ...]] = {}
         self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
+        self.spec_version = 0  # bumped when any node is added, replaced or removed
         # Undo log of the open statement, if any: (node, requests, count) allocated.
         self.log: list[tuple[NodeState, Mapping[str, int], int]] | None = None
 
@@ -153,6 +163,7 @@ class NodeIndex:
 
     def upsert(self, spec: NodeSpec) -> NodeState:
         """Add or replace a node, keeping the usage already charged to it."""
+        self.spec_version += 1
         old = self.nodes.get(spec.name)
         node = NodeState(spec)
         if old is not None:
@@ -188,6 +199,7 @@ class NodeIndex:
     def remove(self, name: str) -> NodeState | None:
         node = self.nodes.pop(name, None)
         if node is not None:
+            self.spec_version += 1
             self._detach(node)
         return node
 

@@ -23,6 +23,39 @@ from gangq.core.quota import QuotaNode
 from gangq.core.workload import OrderKey, Workload
 
 
+class _DemandClass:
+    """Queued gangs that request the same set of resources, sorted by their total of each."""
+
+    __slots__ = ("by_resource", "keys")
+
+    def __init__(self, resources: tuple[str, ...]) -> None:
+        self.keys: SortedList = SortedList()
+        self.by_resource: dict[str, SortedList] = {r: SortedList() for r in resources}
+
+    def add(self, key: OrderKey, totals: dict[str, int]) -> None:
+        self.keys.add(key)
+        for resource, entries in self.by_resource.items():
+            entries.add((totals[resource], key))
+
+    def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
+        self.keys.remove(key)
+        for resource, entries in self.by_resource.items():
+            entries.remove((totals[resource], key))
+
+    def fitting(self, available: dict[str, int]) -> Iterator[OrderKey]:
+        if not self.by_resource:
+            return iter(self.keys)
+        best_count = -1
+        best: SortedList | None = None
+        for resource, entries in self.by_resource.items():
+            count = entries.bisect_left((available.get(resource, 0) + 1,))
+            if best is None or count < best_count:
+                best_count, best = count, entries
+                if count == 0:
+                    break
+        return (key for _, key in best.islice(0, best_count)) if best is not None else iter(())
+
+
 class ClusterQueueState:
     """A ClusterQueue as the scheduler sees it: spec, quota node, pending and admitted workloads."""
 
@@ -36,6 +69,7 @@ class ClusterQueueState:
         "flavor_resources",
         "inactive_reason",
         "inadmissible",
+        "multi_pod_set",
         "name",
         "node",
         "parked",
@@ -62,9 +96,12 @@ class ClusterQueueState:
         self.admitted_total = 0
         self.evicted_total = 0
         self.preempted_total = 0
-        # Per resource, the total requests of the queued gangs that request it (sorted), so
-        # "can any queued gang fit in what is available?" is answered without trying them.
-        self.demand: dict[str, SortedList] = {}
+        # Queued gangs grouped by the resources they request, each group indexed by its demand of
+        # each resource, so "which queued gangs could fit what is available?" is answered without
+        # trying them.
+        self.demand: dict[tuple[str, ...], _DemandClass] = {}
+        # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
+        self.multi_pod_set = 0
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -84,34 +121,32 @@ class ClusterQueueState:
         return self.spec.stop_policy != "None"
 
     def _index(self, wl: Workload, add: bool) -> None:
-        for resource, amount in wl.totals.items():
-            if add:
-                sl = self.demand.get(resource)
-                if sl is None:
-                    sl = self.demand[resource] = SortedList()
-                sl.add((amount, wl.order_key))
-            else:
-                self.demand[resource].remove((amount, wl.order_key))
+        if len(wl.spec.pod_sets) > 1:
+            self.multi_pod_set += 1 if add else -1
+        totals = wl.totals
+        signature = tuple(sorted(totals))
+        demand = self.demand.get(signature)
+        if demand is None:
+            demand = self.demand[signature] = _DemandClass(signature)
+        if add:
+            demand.add(wl.order_key, totals)
+        else:
+            demand.remove(wl.order_key, totals)
+            if not demand.keys:
+                del self.demand[signature]
 
-    def candidates(self, available: dict[str, int]) -> list[OrderKey] | None:
-        """Queued gangs whose demand of one resource fits ``available``, in queue order.
+    def candidates(self, available: dict[str, int]) -> list[OrderKey]:
+        """Queued gangs whose demand of every requested resource fits ``available``, in queue order.
 
-        Uses the resource that every queued gang requests and that leaves the fewest candidates;
-        a gang not in the list cannot fit now (it needs more of that resource than is available).
-        ``None`` when no resource is requested by every queued gang (no filter applies).
+        Gangs are grouped by the set of resources they request; within a group every gang requests
+        each of them, so the resource that leaves the fewest candidates filters the group. A gang not
+        in the list cannot fit now (it needs more of some resource than is available).
         """
-        queued = len(self.active) + len(self.inadmissible)
-        best: tuple[int, SortedList] | None = None
-        for resource, entries in self.demand.items():
-            if len(entries) != queued:
-                continue
-            count = entries.bisect_left((available.get(resource, 0) + 1,))
-            if best is None or count < best[0]:
-                best = (count, entries)
-        if best is None:
-            return None
-        count, entries = best
-        return sorted(key for _, key in entries.islice(0, count))
+        out: list[OrderKey] = []
+        for demand in self.demand.values():
+            out.extend(demand.fitting(available))
+        out.sort()
+        return out
 
     def push(self, wl: Workload) -> None:
         self._index(wl, True)

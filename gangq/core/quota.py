@@ -94,11 +94,13 @@ class QuotaNode:
 class QuotaTree:
     """All quota nodes; computes availability and tracks usage."""
 
-    __slots__ = ("cluster_queues", "cohorts", "log")
+    __slots__ = ("cluster_queues", "cohorts", "log", "version")
 
     def __init__(self) -> None:
         self.cluster_queues: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
+        # Bumped on every change of usage or quota (what-ifs included): a cache key for availability.
+        self.version = 0
         # Undo log of the open statement, if any: (ClusterQueue node, flavor-resource, delta).
         self.log: list[tuple[QuotaNode, FlavorResource, int]] | None = None
 
@@ -210,6 +212,7 @@ class QuotaTree:
 
     def recompute(self) -> None:
         """Recompute subtree / guaranteed quota and cohort usage bottom-up (on spec changes)."""
+        self.version += 1
         for root in list(self.roots()):
             self._recompute(root)
 
@@ -244,6 +247,7 @@ class QuotaTree:
             self._propagate(node, fr, -delta)
 
     def _propagate(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
+        self.version += 1
         old = node.usage.get(fr, 0)
         new = old + delta
         node.usage[fr] = new

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from gangq.core.decisions import Admission, PendingReason
-from gangq.core.flavors import PodSetChoices
+from gangq.core.flavors import FlavorOptions
 from gangq.core.model import FlavorResource, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ class Workload:
         "cq",
         "deactivated",
         "emitted",
+        "empty_fit",
         "end_time",
         "evict_requeue_at",
         "held",
@@ -90,10 +91,10 @@ class Workload:
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
         self.pods: dict[str, None] = {}
-        # (config version, ClusterQueue name, flavor choices): see flavors.pod_set_choices.
-        self.choices: tuple[int, str, tuple[PodSetChoices, str]] | None = (
-            None  # keys of this gang's pods bound to nodes
-        )
+        # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
+        self.choices: tuple[int, str, FlavorOptions] | None = None
+        # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
+        self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
 
     @property
     def priority(self) -> int:
