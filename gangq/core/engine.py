@@ -15,6 +15,7 @@ Layout, after Kueue: :mod:`~gangq.core.queue` holds the pending queues, :mod:`~g
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 from collections.abc import Iterator, Mapping
@@ -60,6 +61,11 @@ _ADMITTED = 0
 _FAILED = 1
 _STOP = 2
 
+# Verdicts of the quota retry filter (Engine._quota_verdict).
+_MAY_FIT = 0
+_NO_QUOTA = 1
+_RECLAIMED = 2
+
 _CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
 
 
@@ -69,16 +75,6 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         if key >= head:
             return
         yield key
-
-
-def _choice_signature(wl: Workload) -> object:
-    """What decides a single-pod-set gang's flavor options: its selectors and requested resources."""
-    ps = wl.spec.pod_sets[0]
-    return (
-        tuple(sorted(ps.node_selector.items())),
-        tuple(t.signature() for t in ps.tolerations),
-        tuple(sorted(ps.requests)),
-    )
 
 
 class _Available(dict[FlavorResource, int]):
@@ -116,7 +112,6 @@ class _Cycle:
         "failed",
         "now",
         "preempted_in",
-        "quota_failed",
         "unplaceable",
     )
 
@@ -132,8 +127,6 @@ class _Cycle:
         self.admitted: list[Workload] = []
         self.failed: list[Workload] = []
         self.decisions = decisions
-        # Per (ClusterQueue, flavor-option signature): totals of gangs that failed on quota.
-        self.quota_failed: dict[tuple[str, object], list[dict[str, int]]] = {}
 
 
 class _Reservation:
@@ -176,6 +169,7 @@ class Engine:
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
         self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
+        self._last_placed = 0  # pods the last node check placed
 
     # ------------------------------------------------------------------------------------------
     # Cluster configuration events
@@ -778,7 +772,7 @@ class Engine:
                 if not retry and cq.inadmissible:
                     cursor = _before(cursor, cq.inadmissible[0])
             else:
-                cursor = self._best_effort_cursor(cq, retry)
+                cursor = self._best_effort_cursor(cq, retry, ctx)
             first = next(cursor, None)
             if first is not None:
                 order += 1
@@ -786,12 +780,10 @@ class Engine:
         while heap:
             _, _, key, cq, cursor = heapq.heappop(heap)
             wl = self.workloads[key[3]]
-            if wl.queued == "inadmissible" and (not self._quota_may_fit(cq, wl, ctx) or self._dominated(cq, wl, ctx)):
-                outcome = _FAILED
+            if wl.queued == "inadmissible" and self._fails_again(cq, wl, ctx):
+                outcome = _STOP if cq.strict else _FAILED
             else:
                 outcome = self._try(cq, wl, ctx)
-                if outcome != _ADMITTED and wl.reason == "InsufficientQuota" and len(wl.spec.pod_sets) == 1:
-                    ctx.quota_failed.setdefault((cq.name, _choice_signature(wl)), []).append(wl.totals)
             if outcome == _ADMITTED:
                 ctx.admitted.append(wl)
             else:
@@ -809,51 +801,69 @@ class Engine:
             if wl.cq is not None and wl.state == "Pending":
                 wl.cq.make_inadmissible(wl)
 
-    def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool) -> Iterator[OrderKey]:
+    def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool, ctx: _Cycle) -> Iterator[OrderKey]:
         """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
 
         Every gang never tried yet (``active``) is tried once, so it gets a real reason. Gangs
         tried before are retried only after a change (``retry``), and then only those whose demand
         fits what the queue could take now (``candidates``): the work of a retry is proportional
-        to the gangs that could fit, not to the depth of the queue. The queue's first gang is
-        always among them when the queue may preempt, since preemption is how it gets in.
+        to the gangs that could fit, not to the depth of the queue. Two exceptions keep this exact
+        (a gang left out would have failed, and failing has effects): the queue's first waiting
+        gang is always looked at, since if it still cannot fit it becomes the protected head whose
+        reservation stops later gangs from starving it; and while the queue may still preempt in
+        this cycle, every waiting gang is, since the first one with a preemption target preempts.
         """
         if not retry:
             return iter(cq.active)
         candidates = cq.candidates(self._available_by_resource(cq))
         workloads = self.workloads
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
-        if self._may_preempt(cq) and cq.inadmissible:
-            first = cq.inadmissible[0]
-            if not keys or keys[0] != first:
-                keys.insert(0, first)
-        return heapq.merge(iter(cq.active), keys)
+        return heapq.merge(iter(cq.active), self._retry_keys(cq, keys, ctx))
 
-    def _dominated(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
-        """A gang that needs at least as much of everything as one that already failed on quota in
-        this queue this cycle, with the same flavor options, fails too: capacity only shrinks
-        within a cycle. Only after the queue's preemption attempt (or when it cannot preempt)."""
-        if len(wl.spec.pod_sets) != 1 or (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
-            return False
-        failed = ctx.quota_failed.get((cq.name, _choice_signature(wl)))
-        if not failed:
-            return False
-        totals = wl.totals
-        for other in failed:
-            for resource, amount in other.items():
-                if totals.get(resource, 0) < amount:
+    def _retry_keys(self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle) -> Iterator[OrderKey]:
+        """The waiting gangs to retry, lazily: see :meth:`_best_effort_cursor`."""
+        inadmissible = cq.inadmissible
+        if not inadmissible:
+            return
+        last: OrderKey = inadmissible[0]
+        if self._may_preempt(cq):
+            for key in inadmissible:  # not changed before the end of the cycle
+                if cq.name in ctx.preempted_in:
                     break
+                yield key
+                last = key
             else:
-                return True
-        return False
+                return
+        else:
+            yield last
+        yield from keys[bisect.bisect_right(keys, last) :]
 
-    def _quota_may_fit(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
-        """Cheap retry filter: a gang that last failed on quota and still has no flavor option that
-        fits the available quota fails again, without building assignments and messages. Not
-        applied before the queue's preemption attempt, since preemption is how such a gang gets in.
-        """
+    def _fails_again(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
+        """Whether a retried gang is known to fail without trying it; if so, keep the state a
+        failed :meth:`_try` would leave (capacity-blocked, head noted, waiting for nodes)."""
+        if cq.protected_head is wl:
+            cq.protected_head = None  # re-noted below unless the gang now waits for a lender
+        if not self._nodes_may_fit(cq, wl, ctx):
+            self._waiting_nodes[cq.name] = None
+        else:
+            verdict = self._quota_verdict(cq, wl, ctx)
+            if verdict == _MAY_FIT:
+                return False
+            if verdict == _RECLAIMED:
+                wl.capacity_blocked = False  # as in _try: waits for a lender, holds no reservation
+                return True
+        wl.capacity_blocked = True
+        self._note_head(cq, wl)
+        return True
+
+    def _quota_verdict(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
+        """Cheap retry filter for a gang that last failed on quota: ``_NO_QUOTA`` when no flavor
+        option fits the available quota, ``_RECLAIMED`` when the only options that fit borrow
+        quota a lender is reclaiming (see :meth:`_reclaimer`), else ``_MAY_FIT``. Exact for the
+        quota part of :meth:`_try`, without building assignments and messages. Not applied before
+        the queue's preemption attempt, since preemption is how such a gang gets in."""
         if wl.reason != "InsufficientQuota" or (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
-            return True
+            return _MAY_FIT
         quota = self.quota
         version = (quota.version, self._heads_version)
         if ctx.available_version != version:
@@ -864,6 +874,7 @@ class Engine:
             available = ctx.available[cq.name] = _Available(quota, cq.node)
         node = cq.node
         usage, nominal = node.usage, node.nominal
+        verdict = _NO_QUOTA
         for option in self._options(cq, wl).usages:
             borrowed: list[FlavorResource] = []
             for fr, need in option.items():
@@ -872,10 +883,24 @@ class Engine:
                 if usage.get(fr, 0) + need > nominal.get(fr, 0):
                     borrowed.append(fr)
             else:
-                # Borrowing is possible only when no lender is reclaiming that quota (see _reclaimer).
                 if not borrowed or available.reclaimer(self, cq, borrowed) is None:
-                    return True
-        return False
+                    return _MAY_FIT
+                verdict = _RECLAIMED
+        return verdict
+
+    def _nodes_may_fit(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
+        """Cheap retry filter: a one-pod-set gang that last failed the node check is tried again
+        only when the nodes whose capacity rose since could take the pods it was short of (best
+        fit places identical pods optimally, so that bound is exact enough). Not applied before
+        the queue's preemption attempt."""
+        mark = wl.node_mark
+        if (
+            mark is None
+            or wl.reason != "InsufficientNodes"
+            or (self._may_preempt(cq) and cq.name not in ctx.preempted_in)
+        ):
+            return True
+        return self.nodes.may_place_more(mark[0], wl.spec.pod_sets[0].requests, mark[1])
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
@@ -907,6 +932,9 @@ class Engine:
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
         node_failure = ""
+        wl.node_mark = None
+        freed_seq = self.nodes.freed_seq
+        shortfall = 0
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
         for a in quota_ok:
@@ -928,13 +956,16 @@ class Engine:
                     self._admit(cq, wl, a, placement, ctx)
                     return _ADMITTED
             stmt.discard()
-            if why and not node_failure:
-                node_failure = why
+            if why:
+                if not node_failure:
+                    node_failure = why
+                short = wl.min_member - self._last_placed
+                shortfall = short if not shortfall else min(shortfall, short)
             if blocked_by is not None:
                 break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
-            return _FAILED
+            return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             assert reclaimer.cq is not None
             self._set_reason(
@@ -942,7 +973,7 @@ class Engine:
                 "InsufficientQuota",
                 f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
             )
-            return _FAILED
+            return _STOP if cq.strict else _FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
         if target is None and quota_ok and node_failure:
@@ -961,6 +992,8 @@ class Engine:
             )
             self._set_reason(wl, reason, node_failure)
             self._waiting_nodes[cq.name] = None
+            if reason == "InsufficientNodes" and len(wl.spec.pod_sets) == 1 and shortfall > 0:
+                wl.node_mark = (freed_seq, shortfall)
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
@@ -980,8 +1013,8 @@ class Engine:
 
         A gang with one pod set charges all of a resource to one flavor, so the bound is the
         largest availability over the queue's flavors; with several pod sets the demand may split,
-        so it is the sum. Quota that a lender is reclaiming (see :meth:`_reclaimer`) cannot be
-        borrowed, so only the queue's unused nominal quota counts for it.
+        so it is the sum. (Quota that a lender reclaims is not left out: the lender's gang may be
+        admitted within the cycle, and then that quota may be borrowed.)
         """
         available = self.quota.available
         node = cq.node
@@ -989,9 +1022,6 @@ class Engine:
         out: dict[str, int] = {}
         for fr in cq.flavor_resources:
             amount = available(node, fr)
-            headroom = node.nominal.get(fr, 0) - node.usage.get(fr, 0)
-            if amount > headroom and self._reclaimer_for(cq, [fr]) is not None:
-                amount = max(0, headroom)
             resource = fr[1]
             if split:
                 out[resource] = out.get(resource, 0) + amount
@@ -1019,6 +1049,7 @@ class Engine:
         """Node check inside the caller's statement: charge the planned pods, or say why not."""
         pod_sets = self._pod_sets_for(wl, a)
         placement = self.nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
+        self._last_placed = placement.placed
         if placement.placed < wl.min_member:
             sizes = ", ".join(
                 f"{count}× {{{', '.join(f'{format_amount(r, v)} {r}' for r, v in sorted(req.items()))}}}"

@@ -141,6 +141,8 @@ class NodeIndex:
         "_candidates",
         "_next_pool_id",
         "_pool_by_signature",
+        "freed",
+        "freed_base",
         "log",
         "nodes",
         "pools",
@@ -156,6 +158,10 @@ class NodeIndex:
         self._candidates: dict[tuple[object, ...], tuple[NodePool, ...]] = {}
         self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
         self.spec_version = 0  # bumped when any node is added, replaced or removed
+        # Nodes whose free capacity rose (pods released, node added), oldest first; ``freed_base``
+        # is the sequence number of ``freed[0]``. See :meth:`may_place_more`.
+        self.freed: list[NodeState] = []
+        self.freed_base = 0
         # Undo log of the open statement, if any: (node, requests, count) allocated.
         self.log: list[tuple[NodeState, Mapping[str, int], int]] | None = None
 
@@ -183,6 +189,7 @@ class NodeIndex:
             self._candidates.clear()
             self.version += 1
         pool.add(node)
+        self._note_freed(node)
         return node
 
     def _detach(self, node: NodeState) -> None:
@@ -214,6 +221,8 @@ class NodeIndex:
             node.pool.reindex(node)
         if self.log is not None:
             self.log.append((node, requests, count))
+        elif count < 0:
+            self._note_freed(node)
 
     def undo(self, mark: int) -> None:
         """Roll the open statement's node changes back to ``mark``."""
@@ -226,6 +235,43 @@ class NodeIndex:
                 free[resource] = free.get(resource, 0) + amount * count
             if node.pool is not None:
                 node.pool.reindex(node)
+
+    _FREED_KEPT = 4096
+
+    def _note_freed(self, node: NodeState) -> None:
+        freed = self.freed
+        freed.append(node)
+        if len(freed) > 2 * self._FREED_KEPT:
+            drop = len(freed) - self._FREED_KEPT
+            del freed[:drop]
+            self.freed_base += drop
+
+    @property
+    def freed_seq(self) -> int:
+        """Sequence number of the next capacity increase (a mark for :meth:`may_place_more`)."""
+        return self.freed_base + len(self.freed)
+
+    def may_place_more(self, since: int, requests: Mapping[str, int], shortfall: int, scan_limit: int = 64) -> bool:
+        """Could ``shortfall`` more pods of ``requests`` fit than could at mark ``since``?
+
+        An upper bound for a gang whose placement failed: only nodes whose capacity rose since
+        then can take more pods than they could, so when those nodes together cannot take
+        ``shortfall`` pods, a new attempt fails too. True (try again) when in doubt.
+        """
+        start = since - self.freed_base
+        if start < 0 or len(self.freed) - start > scan_limit:
+            return True
+        seen: set[str] = set()
+        total = 0
+        for node in self.freed[start:]:
+            if node.name in seen or self.nodes.get(node.name) is not node:
+                continue
+            seen.add(node.name)
+            if node.schedulable:
+                total += node.how_many(requests, shortfall)
+                if total >= shortfall:
+                    return True
+        return False
 
     # -- placement -------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ class Workload:
         "lq_key",
         "message",
         "min_member",
+        "node_mark",
         "order_key",
         "pending_since",
         "planned",
@@ -95,6 +96,8 @@ class Workload:
         self.choices: tuple[int, str, FlavorOptions] | None = None
         # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
         self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
+        # After a failed node check of a one-pod-set gang: (NodeIndex.freed_seq, pods short).
+        self.node_mark: tuple[int, int] | None = None
 
     @property
     def priority(self) -> int:

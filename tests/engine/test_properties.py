@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,8 +58,16 @@ event_st = st.one_of(
 class World:
     """Drives an Engine and checks its decisions against an independent model."""
 
-    def __init__(self, queues: list[tuple[object, ...]], nodes: list[tuple[int, int]], fair: bool) -> None:
-        self.engine = Engine(EngineConfig(pods_ready_timeout=50, backoff_base=5, backoff_max=20, fair_sharing=fair))
+    def __init__(
+        self,
+        queues: list[tuple[object, ...]],
+        nodes: list[tuple[int, int]],
+        fair: bool,
+        engine_class: type[Engine] = Engine,
+    ) -> None:
+        self.engine = engine_class(
+            EngineConfig(pods_ready_timeout=50, backoff_base=5, backoff_max=20, fair_sharing=fair)
+        )
         self.log: list[str] = []
         e = self.engine
         e.upsert_namespace("ns", {})
@@ -249,4 +260,80 @@ def test_same_events_same_decisions(
         for event in events:
             w.apply(event)
         logs.append(w.log)
+    assert logs[0] == logs[1]
+
+
+class UnfilteredEngine(Engine):
+    """The engine with every retry shortcut off: a retry tries every inadmissible gang in full."""
+
+    def _fails_again(self, cq, wl, ctx):  # type: ignore[no-untyped-def]
+        return False
+
+    def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
+        return cq.cursor(include_inadmissible=retry)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(world_st)
+def test_retry_shortcuts_change_no_decision(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
+) -> None:
+    """The retry filters (demand index, exact quota filter, node-capacity bound) only
+    skip gangs that would fail: with them off, the same events admit and evict exactly the same."""
+    queues, nodes, fair, events = world
+    logs = []
+    for engine_class in (Engine, UnfilteredEngine):
+        w = World(queues, nodes, fair, engine_class)
+        for event in events:
+            w.apply(event)
+        logs.append([line for line in w.log if not line.startswith("PendingUpdate")])
+    assert logs[0] == logs[1]
+
+
+def _random_world(seed: int) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
+    """A long, busy event sequence: deep queues, frequent finishes, binds and node updates."""
+    rnd = random.Random(seed)
+    queues: list[tuple[object, ...]] = [
+        (
+            rnd.randint(0, 12),
+            rnd.randint(0, 12),
+            rnd.choice([None, rnd.randint(0, 8)]),
+            rnd.choice(["BestEffortFIFO", "StrictFIFO"]),
+            rnd.choice(["Never", "LowerPriority"]),
+            rnd.choice(["Never", "Any"]),
+            rnd.choice(["QuotaAndNodes", "QuotaAndNodes", "QuotaOnly"]),
+        )
+        for _ in range(3)
+    ]
+    nodes = [(rnd.randint(0, 1), rnd.randint(2, 8)) for _ in range(rnd.randint(3, 6))]
+    events: list[tuple[str, object]] = []
+    for _ in range(400):
+        roll = rnd.random()
+        if roll < 0.4:
+            pod_sets = [(rnd.randint(1, 3), rnd.randint(1, 4), rnd.randint(0, 4)) for _ in range(rnd.randint(1, 2))]
+            events.append(("submit", (rnd.randint(0, 2), pod_sets, rnd.randint(0, 3), rnd.random() < 0.3)))
+        elif roll < 0.65:
+            events.append(("schedule", rnd.randint(1, 30)))
+        elif roll < 0.8:
+            events.append(("finish", rnd.randint(0, 1000)))
+        elif roll < 0.9:
+            events.append(("bind", rnd.randint(0, 1000)))
+        elif roll < 0.97:
+            events.append(("evicted", rnd.randint(0, 1000)))
+        else:
+            events.append(("node", rnd.randint(0, 1000)))
+    return queues, nodes, rnd.random() < 0.3, events
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_retry_shortcuts_change_no_decision_long_runs(seed: int) -> None:
+    """Same property as above on long busy runs, where queues are deep and retries frequent."""
+    queues, nodes, fair, events = _random_world(seed)
+    logs = []
+    for engine_class in (Engine, UnfilteredEngine):
+        w = World(queues, nodes, fair, engine_class)
+        for event in events:
+            w.apply(event)
+        logs.append([line for line in w.log if not line.startswith("PendingUpdate")])
+    assert sum(line.startswith("Admission") for line in logs[0]) > 10
     assert logs[0] == logs[1]
