@@ -548,7 +548,8 @@ class Engine:
         cq = wl.cq
         if cq is None:
             return
-        for fr, amount in wl.usage.items():
+        released = wl.usage
+        for fr, amount in released.items():
             self.quota.add_usage(cq.node, fr, -amount)
         for (ps_index, node_name), count in wl.planned.items():
             node = self.nodes.nodes.get(node_name)
@@ -564,7 +565,7 @@ class Engine:
             wl.end_time = None
         wl.cq = None
         self._version += 1
-        self._retry_tree(cq)
+        self._retry_after_release(cq, released)
         self._capacity_freed_nodes()
         if cq.deleted and not cq.admitted:
             self._forget_cluster_queue(cq)
@@ -574,6 +575,28 @@ class Engine:
         for other in self._tree_queues(cq):
             other.retry = True
             self._dirty[other.name] = None
+
+    def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int]) -> None:
+        """Quota came free in ``cq``: retry the queues of its tree that can use any of it.
+
+        Another queue can use a released flavor-resource only within its own unused nominal
+        quota, or by borrowing it; borrowing is closed while a lender reclaims it (see
+        :meth:`_reclaimer`). In a busy cohort most releases are reclaimed by the releasing queue's
+        own waiting gang, so this keeps a release from re-trying every queue of the cohort.
+        """
+        for other in self._tree_queues(cq):
+            if other is cq:
+                other.retry = True
+                self._dirty[other.name] = None
+                continue
+            onode = other.node
+            for fr in released:
+                if fr not in onode.nominal:
+                    continue  # the queue has no quota for it at all
+                if onode.nominal[fr] > onode.usage.get(fr, 0) or self._reclaimer_for(other, [fr]) is None:
+                    other.retry = True
+                    self._dirty[other.name] = None
+                    break
 
     def _tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
         """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
