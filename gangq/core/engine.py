@@ -34,7 +34,17 @@ from gangq.core.decisions import (
 )
 from gangq.core.errors import SpecError
 from gangq.core.fairshare import dominant_share
-from gangq.core.flavors import BORROW, FIT, PREEMPT, Assignment, Candidates, FlavorOptions, assignments, flavor_options
+from gangq.core.flavors import (
+    BORROW,
+    FIT,
+    NO_FIT,
+    PREEMPT,
+    Assignment,
+    Candidates,
+    FlavorOptions,
+    assignments,
+    flavor_options,
+)
 from gangq.core.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -53,18 +63,13 @@ from gangq.core.selectors import Toleration
 from gangq.core.statement import Statement
 from gangq.core.units import format_amount
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
-from gangq.core.workload import OrderKey, Workload
+from gangq.core.workload import NodeMark, OrderKey, Workload
 
 log = logging.getLogger("gangq.core")
 
 _ADMITTED = 0
 _FAILED = 1
 _STOP = 2
-
-# Verdicts of the quota retry filter (Engine._quota_verdict).
-_MAY_FIT = 0
-_NO_QUOTA = 1
-_RECLAIMED = 2
 
 _CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
 
@@ -80,17 +85,24 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
 class _Available(dict[FlavorResource, int]):
     """A ClusterQueue's available quota per flavor-resource, computed on first use."""
 
-    __slots__ = ("node", "reclaimers", "tree")
+    __slots__ = ("node", "potentials", "reclaimers", "tree")
 
     def __init__(self, tree: QuotaTree, node: QuotaNode) -> None:
         super().__init__()
         self.tree = tree
         self.node = node
         self.reclaimers: dict[tuple[FlavorResource, ...], Workload | None] = {}
+        self.potentials: dict[FlavorResource, int] = {}
 
     def __missing__(self, fr: FlavorResource) -> int:
         value = self.tree.available(self.node, fr)
         self[fr] = value
+        return value
+
+    def potential(self, fr: FlavorResource) -> int:
+        value = self.potentials.get(fr)
+        if value is None:
+            value = self.potentials[fr] = self.tree.potential(self.node, fr)
         return value
 
     def reclaimer(self, engine: Engine, cq: ClusterQueueState, borrowed: list[FlavorResource]) -> Workload | None:
@@ -444,7 +456,6 @@ class Engine:
         wl.running = 0
         wl.pods_ready = False
         wl.pending_since = now
-        wl.capacity_blocked = False
         if wl.deactivated:
             self._set_reason(wl, "Deactivated", wl.message)
             self._unrouted[wl.key] = wl
@@ -830,11 +841,12 @@ class Engine:
         Every gang never tried yet (``active``) is tried once, so it gets a real reason. Gangs
         tried before are retried only after a change (``retry``), and then only those whose demand
         fits what the queue could take now (``candidates``): the work of a retry is proportional
-        to the gangs that could fit, not to the depth of the queue. Two exceptions keep this exact
-        (a gang left out would have failed, and failing has effects): the queue's first waiting
-        gang is always looked at, since if it still cannot fit it becomes the protected head whose
-        reservation stops later gangs from starving it; and while the queue may still preempt in
-        this cycle, every waiting gang is, since the first one with a preemption target preempts.
+        to the gangs that could fit, not to the depth of the queue. A gang left out would have
+        failed, and failing has effects, so every waiting gang is looked at, in order, until the
+        queue has a protected head ahead of the next one (the first gang that fails for lack of
+        capacity becomes the head, and its reservation keeps later gangs from starving it) and
+        until the queue has made its preemption attempt of this cycle (the first gang with a
+        preemption target preempts).
         """
         if not retry:
             return iter(cq.active)
@@ -848,45 +860,33 @@ class Engine:
         inadmissible = cq.inadmissible
         if not inadmissible:
             return
+        may_preempt = self._may_preempt(cq)
         last: OrderKey = inadmissible[0]
-        if self._may_preempt(cq):
-            for key in inadmissible:  # not changed before the end of the cycle
-                if cq.name in ctx.preempted_in:
+        for key in inadmissible:  # not changed before the end of the cycle
+            if key is not last and not (may_preempt and cq.name not in ctx.preempted_in):
+                head = cq.head()
+                if head is not None and head.order_key <= last:
                     break
-                yield key
-                last = key
-            else:
-                return
+            yield key
+            last = key
         else:
-            yield last
+            return
         yield from keys[bisect.bisect_right(keys, last) :]
 
     def _fails_again(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
-        """Whether a retried gang is known to fail without trying it; if so, keep the state a
-        failed :meth:`_try` would leave (capacity-blocked, head noted, waiting for nodes)."""
-        if cq.protected_head is wl:
-            cq.protected_head = None  # re-noted below unless the gang now waits for a lender
-        if not self._nodes_may_fit(cq, wl, ctx):
-            self._waiting_nodes[cq.name] = None
-        else:
-            verdict = self._quota_verdict(cq, wl, ctx)
-            if verdict == _MAY_FIT:
-                return False
-            if verdict == _RECLAIMED:
-                wl.capacity_blocked = False  # as in _try: waits for a lender, holds no reservation
-                return True
-        wl.capacity_blocked = True
-        self._note_head(cq, wl)
-        return True
-
-    def _quota_verdict(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
-        """Cheap retry filter for a gang that last failed on quota: ``_NO_QUOTA`` when no flavor
-        option fits the available quota, ``_RECLAIMED`` when the only options that fit borrow
-        quota a lender is reclaiming (see :meth:`_reclaimer`), else ``_MAY_FIT``. Exact for the
-        quota part of :meth:`_try`, without building assignments and messages. Not applied before
-        the queue's preemption attempt, since preemption is how such a gang gets in."""
-        if wl.reason != "InsufficientQuota" or (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
-            return _MAY_FIT
+        """Whether a retried gang is known to fail, without building assignments and messages or
+        placing pods; if so, leave the state a failed :meth:`_try` would (protected head, waiting
+        for nodes). Exact: it follows :meth:`_try`'s decisions step by step, and answers False
+        (try it) wherever it cannot tell. Not applied before the queue's preemption attempt of
+        this cycle, since preemption is how a gang that does not fit gets in.
+        """
+        if wl.reason not in ("InsufficientQuota", "InsufficientNodes") or (
+            self._may_preempt(cq) and cq.name not in ctx.preempted_in
+        ):
+            return False
+        options = self._options(cq, wl)
+        if options.why:
+            return False
         quota = self.quota
         version = (quota.version, self._heads_version)
         if ctx.available_version != version:
@@ -897,33 +897,52 @@ class Engine:
             available = ctx.available[cq.name] = _Available(quota, cq.node)
         node = cq.node
         usage, nominal = node.usage, node.nominal
-        verdict = _NO_QUOTA
-        for option in self._options(cq, wl).usages:
+        stop_at_preempt = cq.spec.flavor_fungibility.when_can_preempt == "MayStopSearch"
+        listed = preempt = False
+        unblocked: list[int] = []  # options that fit the quota and that no lender reclaims
+        for index, option in enumerate(options.usages):
+            mode = FIT
             borrowed: list[FlavorResource] = []
             for fr, need in option.items():
-                if need > available[fr]:
+                if need <= 0:
+                    continue
+                if need <= available[fr]:
+                    if usage.get(fr, 0) + need > nominal.get(fr, 0):
+                        borrowed.append(fr)
+                elif need <= available.potential(fr):
+                    mode = PREEMPT
+                else:
+                    mode = NO_FIT
                     break
-                if usage.get(fr, 0) + need > nominal.get(fr, 0):
-                    borrowed.append(fr)
-            else:
-                if not borrowed or available.reclaimer(self, cq, borrowed) is None:
-                    return _MAY_FIT
-                verdict = _RECLAIMED
-        return verdict
-
-    def _nodes_may_fit(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
-        """Cheap retry filter: a one-pod-set gang that last failed the node check is tried again
-        only when the nodes whose capacity rose since could take the pods it was short of (best
-        fit places identical pods optimally, so that bound is exact enough). Not applied before
-        the queue's preemption attempt."""
-        mark = wl.node_mark
-        if (
-            mark is None
-            or wl.reason != "InsufficientNodes"
-            or (self._may_preempt(cq) and cq.name not in ctx.preempted_in)
-        ):
-            return True
-        return self.nodes.may_place_more(mark[0], wl.spec.pod_sets[0].requests, mark[1])
+            if mode == NO_FIT:
+                continue
+            listed = True
+            if mode == PREEMPT:
+                preempt = True
+                if stop_at_preempt:
+                    break
+            elif not borrowed or available.reclaimer(self, cq, borrowed) is None:
+                unblocked.append(index)
+        if not listed:
+            return False  # never fits: _try says so
+        if unblocked:
+            # _try would check nodes for these; skip only if every one of them must fail.
+            mark = wl.node_mark
+            if (
+                cq.spec.admission_mode != "QuotaAndNodes"
+                or mark is None
+                or mark.config != (self._config_version, cq.name)
+                or not mark.options.issuperset(unblocked)
+                or self.nodes.may_place_more(mark.freed_seq, wl.spec.pod_sets[0].requests, mark.shortfall)
+            ):
+                return False
+            if not preempt:
+                self._waiting_nodes[cq.name] = None
+        # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
+        if cq.protected_head is wl:
+            cq.protected_head = None
+        self._note_head(cq, wl)
+        return True
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
@@ -945,7 +964,6 @@ class Engine:
 
     def _try(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
         """Try to admit ``wl`` now; on failure record why. Returns _ADMITTED, _FAILED or _STOP."""
-        wl.capacity_blocked = False
         if cq.protected_head is wl:
             cq.protected_head = None
         cands = self._assignments(cq, wl)
@@ -958,6 +976,7 @@ class Engine:
         wl.node_mark = None
         freed_seq = self.nodes.freed_seq
         shortfall = 0
+        node_checked: set[int] = set()  # options whose node check failed
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
         for a in quota_ok:
@@ -984,10 +1003,12 @@ class Engine:
                     node_failure = why
                 short = wl.min_member - self._last_placed
                 shortfall = short if not shortfall else min(shortfall, short)
+                node_checked.add(a.index)
             if blocked_by is not None:
                 break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
+            self._note_head(cq, wl)
             return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             assert reclaimer.cq is not None
@@ -996,6 +1017,7 @@ class Engine:
                 "InsufficientQuota",
                 f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
             )
+            self._note_head(cq, wl)
             return _STOP if cq.strict else _FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
@@ -1007,16 +1029,15 @@ class Engine:
             if victims is not None:
                 self._preempt(cq, wl, victims, ctx)
                 return _STOP if cq.strict else _FAILED
-        wl.capacity_blocked = True
         self._note_head(cq, wl)
+        if node_failure and len(wl.spec.pod_sets) == 1 and shortfall > 0:
+            wl.node_mark = NodeMark(freed_seq, shortfall, (self._config_version, cq.name), frozenset(node_checked))
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
             reason: PendingReason = (
                 "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
             )
             self._set_reason(wl, reason, node_failure)
             self._waiting_nodes[cq.name] = None
-            if reason == "InsufficientNodes" and len(wl.spec.pod_sets) == 1 and shortfall > 0:
-                wl.node_mark = (freed_seq, shortfall)
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
@@ -1114,7 +1135,6 @@ class Engine:
         wl.pods_ready = False
         wl.reason = "Pending"
         wl.message = f"admitted by ClusterQueue {cq.name!r}" + (" (borrowing)" if a.borrowing else "")
-        wl.capacity_blocked = False
         cq.admitted[wl.key] = wl
         cq.admitted_total += 1
         if cq.head() is wl:
@@ -1255,7 +1275,6 @@ class Engine:
                 preemptor=wl.key,
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
-        wl.capacity_blocked = True
         self._note_head(cq, wl)
         self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
 

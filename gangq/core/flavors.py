@@ -48,9 +48,10 @@ class PodSetChoice:
 class Assignment:
     """A complete flavor assignment for a gang, with its quota classification."""
 
-    __slots__ = ("borrowing", "choices", "message", "mode", "usage")
+    __slots__ = ("borrowing", "choices", "index", "message", "mode", "usage")
 
-    def __init__(self, choices: tuple[PodSetChoice, ...], usage: dict[FlavorResource, int]) -> None:
+    def __init__(self, choices: tuple[PodSetChoice, ...], usage: dict[FlavorResource, int], index: int = 0) -> None:
+        self.index = index  # position in the gang's FlavorOptions
         self.choices = choices
         self.usage = usage
         self.mode = NO_FIT
@@ -221,8 +222,8 @@ def assignments(tree: QuotaTree, node: QuotaNode, cq: ClusterQueueSpec, options:
     never_message = ""
     never = True
     stop_at_preempt = cq.flavor_fungibility.when_can_preempt == "MayStopSearch"
-    for combo, usage in zip(options.combos, options.usages, strict=True):
-        a = Assignment(combo, usage)
+    for index, (combo, usage) in enumerate(zip(options.combos, options.usages, strict=True)):
+        a = Assignment(combo, usage, index)
         a.mode, a.message = classify(tree, node, usage)
         a.borrowing = a.mode == BORROW
         if a.mode != NO_FIT:

@@ -16,6 +16,20 @@ State = Literal["Pending", "Admitted", "Evicting", "Finished"]
 OrderKey = tuple[int, float, int, str]
 
 
+class NodeMark:
+    """What a gang's last failed node check proved, for a retry filter: at capacity mark
+    ``freed_seq`` (``NodeIndex.freed_seq``) the nodes were ``shortfall`` pods short for each of
+    the flavor ``options`` (indices into the gang's flavor options of ``config``)."""
+
+    __slots__ = ("config", "freed_seq", "options", "shortfall")
+
+    def __init__(self, freed_seq: int, shortfall: int, config: tuple[int, str], options: frozenset[int]) -> None:
+        self.freed_seq = freed_seq
+        self.shortfall = shortfall
+        self.config = config
+        self.options = options
+
+
 class Workload:
     """Mutable engine state of a gang. Only the engine changes it."""
 
@@ -23,7 +37,6 @@ class Workload:
         "admission",
         "admit_count",
         "admitted_at",
-        "capacity_blocked",
         "choices",
         "cq",
         "deactivated",
@@ -88,7 +101,6 @@ class Workload:
         self.totals = totals
         self.min_member = spec.min_member if spec.min_member is not None else spec.total_pods
         self.admit_count = 0
-        self.capacity_blocked = False
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
         self.pods: dict[str, None] = {}
@@ -96,8 +108,8 @@ class Workload:
         self.choices: tuple[int, str, FlavorOptions] | None = None
         # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
         self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
-        # After a failed node check of a one-pod-set gang: (NodeIndex.freed_seq, pods short).
-        self.node_mark: tuple[int, int] | None = None
+        # After a failed node check of a one-pod-set gang: see NodeMark.
+        self.node_mark: NodeMark | None = None
 
     @property
     def priority(self) -> int:
