@@ -1,0 +1,65 @@
+"""`gangq sandbox ...`: the typer app the main CLI mounts (`app.add_typer(sandbox_app, name="sandbox")`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["sandbox_app"]
+
+sandbox_app = typer.Typer(help="The local Kubernetes API emulator with simulated nodes.", no_args_is_help=True)
+
+
+@sandbox_app.callback()
+def _main() -> None:
+    """The local Kubernetes API emulator with simulated nodes, scheduler, Job controller and kubelet."""
+
+
+@sandbox_app.command("up")
+def up_command(
+    port: Annotated[int, typer.Option("--port", help="TCP port for the Kubernetes API (0: any free port).")] = 6443,
+    kubeconfig_out: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig-out", help="Where to write the kubeconfig [default: ~/.kube/gangq-sandbox.yaml]."),
+    ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option("--nodes", help="Node spec, e.g. '4x{cpu:64,memory:512Gi,nvidia.com/gpu:8}' (docs/sandbox.md)."),
+    ] = None,
+    state_file: Annotated[
+        Path | None, typer.Option("--state-file", help="Load state from this file on start, save it on exit.")
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    cluster: Annotated[
+        bool, typer.Option("--cluster/--no-cluster", help="Run the simulated nodes and controllers.")
+    ] = True,
+    bookmark_interval: Annotated[
+        float, typer.Option("--bookmark-interval", help="Seconds between watch BOOKMARKs.")
+    ] = 30.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Run the sandbox in the foreground until Ctrl-C."""
+    from gangq.sandbox.nodespec import NodeSpecError
+    from gangq.sandbox.runtime import up
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console = Console()
+    try:
+        up(port, kubeconfig_out, nodes, state_file, host=host, cluster=cluster,
+           bookmark_interval=bookmark_interval, announce=lambda line: console.print(line, highlight=False,
+                                                                                    soft_wrap=True))
+    except NodeSpecError as e:
+        console.print(f"[red]error:[/red] --nodes: {e}")
+        raise typer.Exit(2) from None
+    except OSError as e:
+        console.print(f"[red]error:[/red] cannot serve on {host}:{port}: {e}")
+        raise typer.Exit(1) from None
+
+
+if __name__ == "__main__":
+    sandbox_app()
