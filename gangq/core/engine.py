@@ -1124,6 +1124,7 @@ class Engine:
     ) -> None:
         now = ctx.now
         wl.state = "Admitted"
+        wl.victims = ()
         wl.usage = dict(a.usage)
         wl.planned = dict(placement)
         wl.held = {}
@@ -1275,6 +1276,7 @@ class Engine:
                 preemptor=wl.key,
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
+        wl.victims = tuple(v.key for v in victims)
         self._note_head(cq, wl)
         self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
 
@@ -1350,6 +1352,9 @@ class Engine:
         ``time`` is the earliest moment it fits, releasing running gangs in the order of their
         expected end; ``None`` when it does not fit before the runners with runtime limits end.
         ``never`` when it cannot fit even on an empty cluster (quota potential or node capacity).
+        The gangs it preempted and that are still stopping count as released: it fits "now" once
+        they stop, and nobody behind it may take that capacity in the meantime (otherwise a gang
+        that passes the preemptor takes the freed quota, the preemptor preempts again, and so on).
         """
         cached = self._reservations.get(head.key)
         if cached is not None and cached.version == self._version:
@@ -1363,12 +1368,13 @@ class Engine:
         else:
             result = _Reservation(self._version, None, False)
             with Statement(self.quota, self.nodes):
+                released = self._release_victims(head, "")
                 if self._fits_any(cq, head, cands, nodes_checked):
                     result.time = now
                 else:
                     for end, _, key in self._running_by_end:
                         runner = self.workloads.get(key)
-                        if runner is None or runner.cq is None:
+                        if runner is None or runner.cq is None or key in released:
                             continue
                         self._release_in_statement(runner)
                         if self._fits_any(cq, head, cands, nodes_checked):
@@ -1423,6 +1429,16 @@ class Engine:
         """Would any of the gang's candidate assignments fit in the current (what-if) state?"""
         return any(self._fits_with(cq, wl, a, nodes_checked) for a in cands.assignments)
 
+    def _release_victims(self, head: Workload, exclude: str) -> set[str]:
+        """What-if: release the gangs ``head`` preempted that are still stopping."""
+        released: set[str] = set()
+        for key in head.victims:
+            victim = self.workloads.get(key)
+            if victim is not None and victim.state == "Evicting" and victim.cq is not None and key != exclude:
+                self._release_in_statement(victim)
+                released.add(key)
+        return released
+
     def _fits_at(self, head: Workload, time: float, exclude: str) -> bool:
         """Would ``head`` fit at ``time`` with the current (what-if) admissions, once every runner
         with a runtime limit ending by then has ended?"""
@@ -1430,9 +1446,10 @@ class Engine:
         assert cq is not None
         cands = self._assignments(cq, head)
         with Statement(self.quota, self.nodes):
+            released = self._release_victims(head, exclude)
             for _end, _, key in self._running_by_end.irange(maximum=(time, 1 << 62, "\uffff")):
                 runner = self.workloads.get(key)
-                if runner is None or runner.cq is None or key == exclude:
+                if runner is None or runner.cq is None or key == exclude or key in released:
                     continue
                 self._release_in_statement(runner)
             return self._fits_any(cq, head, cands, cq.spec.admission_mode == "QuotaAndNodes")

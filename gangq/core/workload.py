@@ -66,6 +66,7 @@ class Workload:
         "state",
         "totals",
         "usage",
+        "victims",
     )
 
     def __init__(self, spec: WorkloadSpec, seq: int, now: float) -> None:
@@ -104,6 +105,8 @@ class Workload:
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
         self.pods: dict[str, None] = {}
+        # Gangs this one preempted (see Engine._reservation): their capacity is promised to it.
+        self.victims: tuple[str, ...] = ()
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
         self.choices: tuple[int, str, FlavorOptions] | None = None
         # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).

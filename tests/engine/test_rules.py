@@ -218,6 +218,32 @@ def test_reclaim_does_not_ping_pong_with_the_preempted_borrower() -> None:
     assert evicted(decisions) == []
 
 
+def test_gangs_behind_a_preemptor_do_not_take_the_capacity_it_frees() -> None:
+    """Kueue's baseline scenario livelocked here: lower-priority gangs of the preemptor's queue
+    were admitted into the quota its victims were about to free, so it preempted again, forever."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    policy = PreemptionSpec(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")
+    add_queue(e, "a", [quota("a100", 256, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 256, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    e.submit(gang("a1", "a", 1, 8, t=0), 0)
+    e.submit(gang("a2", "a", 1, 4, t=1), 0)  # a borrows 4 of b's quota; 4 are free
+    assert sorted(admitted(e.schedule(1))) == ["a1", "a2"]
+    e.submit(gang("big", "b", 1, 8, priority=9, t=3), 2)
+    e.submit(gang("small1", "b", 1, 2, priority=1, t=4), 2)
+    e.submit(gang("small2", "b", 1, 2, priority=1, t=5), 2)
+    decisions = e.schedule(3)
+    assert evicted(decisions) == ["a2"]
+    assert admitted(decisions) == []  # the smalls would fit b's nominal quota, but big needs it
+    small = e.workload("ns/small1")
+    assert small is not None and small.reason == "BlockedByReservation"
+    e.eviction_done("ns/a2", 4)
+    decisions = e.schedule(5)
+    assert admitted(decisions) == ["big"]
+    assert evicted(decisions) == []
+    assert evicted(e.schedule(6)) == []
+
+
 def test_reservation_lets_short_gangs_backfill_but_not_delay_the_head() -> None:
     e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10_000))
     add_nodes(e, "a100", 2)
