@@ -13,9 +13,11 @@ from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.errors import SpecError
 from gangq.core.units import format_amount
 from gangq.sandbox.cli import sandbox_app
+from gangq.sim.cli import simulate
 
 app = typer.Typer(help="gangq: batch queueing and whole-gang admission for Kubernetes JobSets.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
+app.command("simulate")(simulate)
 
 
 @app.callback()

@@ -1,0 +1,279 @@
+"""``gangq simulate``: replay a trace through the admission engine (and comparison policies).
+
+Registered by ``gangq/cli.py`` as ``app.command("simulate")(simulate)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from gangq.api.quantity import QuantityError
+from gangq.core.config import EngineConfig
+from gangq.core.errors import SpecError
+from gangq.sim.philly import DEFAULT_WINDOW, load_philly
+from gangq.sim.policies import POLICIES, make_policy
+from gangq.sim.report import print_compare, print_summary, summarize
+from gangq.sim.scenario import SCENARIOS, Scenario, gang_deadlock, kueue_baseline, load_config
+from gangq.sim.simulator import LivelockError, SimResult, Simulator
+from gangq.sim.trace import ColumnMapping, TraceError, load_cluster, load_csv, load_native
+
+log = logging.getLogger(__name__)
+
+PROGRESS_MIN_JOBS = 5000
+
+
+class UsageError(ValueError):
+    """Options that do not go together."""
+
+
+def build_scenario(
+    scenario: str | None,
+    trace: str | None,
+    trace_dir: Path | None,
+    window: str,
+    capacity_scale: float,
+    config: list[Path] | None,
+    cluster: Path | None,
+    csv_map: str | None,
+    time_format: str | None,
+    gpus_per_pod: int,
+    scale: float,
+    runtime_limits: float | None,
+    fraction: float,
+) -> Scenario:
+    """The scenario the options describe (before engine-setting overrides)."""
+    if (scenario is None) == (trace is None):
+        raise UsageError("give exactly one of --scenario or --trace")
+    if scenario is not None:
+        if scenario == "kueue-baseline":
+            return kueue_baseline(scale, config[0] if config else None)
+        if scenario == "gang-deadlock":
+            return gang_deadlock()
+        raise UsageError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    assert trace is not None
+    if trace == "philly":
+        if trace_dir is None:
+            raise UsageError("--trace philly needs --trace-dir (the directory of philly_pollux_jobs.csv)")
+        return load_philly(trace_dir, window, capacity_scale, runtime_limits=runtime_limits, fraction=fraction)
+    path = Path(trace)
+    if not config:
+        raise UsageError("a trace file needs --config (the queue-configuration YAML you would kubectl apply)")
+    queue_config = load_config(config)
+    nodes = load_cluster(cluster) if cluster else []
+    namespaces: dict[str, dict[str, str]] = {}
+    if path.suffix == ".csv":
+        if not csv_map:
+            raise UsageError(
+                "a CSV trace needs --csv-map field=column,... (fields: submit, duration, queue, gpus, ...)"
+            )
+        mapping = ColumnMapping.parse(csv_map, time_format=time_format, gpus_per_pod=gpus_per_pod)
+        jobs = load_csv(path, mapping)
+    else:
+        native = load_native(path)
+        jobs = native.jobs
+        nodes = nodes or native.nodes
+        namespaces = native.namespaces
+    if runtime_limits:
+        for job in jobs:
+            if job.runtime_limit is None:
+                job.runtime_limit = max(1.0, job.duration * runtime_limits)
+    return Scenario(path.stem, queue_config, nodes, jobs, EngineConfig(pods_ready_timeout=None), namespaces=namespaces)
+
+
+def _engine_config(
+    base: EngineConfig,
+    pods_ready_timeout: float | None,
+    starvation_timeout: float | None,
+    fair_sharing: bool | None,
+) -> EngineConfig:
+    return EngineConfig(
+        pods_ready_timeout=(pods_ready_timeout or None) if pods_ready_timeout is not None else base.pods_ready_timeout,
+        backoff_base=base.backoff_base,
+        backoff_max=base.backoff_max,
+        backoff_limit=base.backoff_limit,
+        requeue_timestamp=base.requeue_timestamp,
+        starvation_timeout=starvation_timeout if starvation_timeout is not None else base.starvation_timeout,
+        fair_sharing=fair_sharing if fair_sharing is not None else base.fair_sharing,
+    )
+
+
+def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[str, Scenario, str]]:
+    """(label, scenario, policy name) per run: ``--compare fifo,sjf,gangq,gangq@other.yaml``."""
+    entries = [e.strip() for e in compare.split(",") if e.strip()] if compare else [policy]
+    out = []
+    for entry in entries:
+        name, _, config_path = entry.partition("@")
+        if name not in POLICIES:
+            raise UsageError(f"unknown policy {name!r} in {entry!r} (known: {', '.join(POLICIES)})")
+        scenario = base
+        if config_path:
+            scenario = Scenario(
+                base.name,
+                load_config([Path(config_path)]),
+                base.nodes,
+                base.jobs,
+                base.engine_config,
+                resource=base.resource,
+                classes=base.classes,
+                excluded=base.excluded,
+                pod_start_latency=base.pod_start_latency,
+                eviction_latency=base.eviction_latency,
+                checkpoint=base.checkpoint,
+                info=base.info,
+                namespaces=base.namespaces,
+            )
+        out.append((entry, scenario, name))
+    return out
+
+
+def run_variants(
+    variants: list[tuple[str, Scenario, str]], console: Console | None, show_progress: bool
+) -> list[SimResult]:
+    results = []
+    for label, scenario, name in variants:
+        sim = Simulator(scenario, make_policy(name), label)
+        if show_progress and console is not None and len(scenario.jobs) >= PROGRESS_MIN_JOBS:
+            with Progress(
+                TextColumn(f"[bold]{label}[/bold]"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} jobs submitted"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(label, total=len(scenario.jobs))
+
+                def advance(done: int, total: int, now: float, bar: Progress = bar, task: TaskID = task) -> None:
+                    bar.update(task, completed=done)
+
+                results.append(sim.run(advance))
+        else:
+            results.append(sim.run())
+    # Resources held by partial gangs: measured over the longest run of the comparison, so that a
+    # deadlocked pod-by-pod run (which stops early) is charged for as long as the others ran.
+    horizon = max((r.end for r in results), default=0.0)
+    for r in results:
+        if r.end < horizon and "partial_gang_resource_hours" in r.extra:
+            r.extra = r.policy.extra(horizon)
+            r.extra["measured_until"] = horizon
+    return results
+
+
+def simulate(
+    scenario: Annotated[
+        str | None, typer.Option(help="built-in scenario: kueue-baseline (Kueue's perf test) or gang-deadlock")
+    ] = None,
+    trace: Annotated[
+        str | None, typer.Option(help="'philly' or a trace file: native .yaml/.jsonl, or .csv with --csv-map")
+    ] = None,
+    trace_dir: Annotated[Path | None, typer.Option(help="directory of the Philly trace files")] = None,
+    window: Annotated[str, typer.Option(help="Philly submission window YYYY-MM-DD:YYYY-MM-DD (inclusive)")] = (
+        DEFAULT_WINDOW
+    ),
+    capacity_scale: Annotated[float, typer.Option(help="Philly: multiply each VC's node count (floor, >= 1)")] = 1.0,
+    config: Annotated[
+        list[Path] | None, typer.Option(help="queue-configuration YAML (the file you would kubectl apply); repeatable")
+    ] = None,
+    cluster: Annotated[Path | None, typer.Option(help="YAML with nodes: [{name, count, allocatable, labels}]")] = None,
+    csv_map: Annotated[
+        str | None, typer.Option(help="CSV column mapping field=column,... (submit, duration, queue, gpus, pods, cpu)")
+    ] = None,
+    time_format: Annotated[
+        str | None, typer.Option(help="CSV submit column as timestamps: strptime format or 'iso'")
+    ] = None,
+    gpus_per_pod: Annotated[int, typer.Option(help="CSV gpus column: GPUs per pod (node size)")] = 8,
+    scale: Annotated[float, typer.Option(help="kueue-baseline: fraction of the workloads per class")] = 1.0,
+    policy: Annotated[str, typer.Option(help="gangq | fifo | sjf | pod-by-pod")] = "gangq",
+    compare: Annotated[
+        str | None, typer.Option(help="run several side by side: e.g. fifo,sjf,gangq,gangq@other-config.yaml")
+    ] = None,
+    pods_ready_timeout: Annotated[
+        float | None, typer.Option(help="engine: seconds for a gang to get its pods running (0: off)")
+    ] = None,
+    starvation_timeout: Annotated[
+        float | None, typer.Option(help="engine: seconds after which a blocked head stops others passing it")
+    ] = None,
+    fair_sharing: Annotated[bool | None, typer.Option("--fair-sharing/--no-fair-sharing", help="engine")] = None,
+    runtime_limits: Annotated[
+        float | None, typer.Option(help="give jobs a runtime limit of FACTOR × their duration (enables backfill)")
+    ] = None,
+    pod_start_latency: Annotated[float, typer.Option(help="seconds from admission until every pod runs")] = 0.0,
+    eviction_latency: Annotated[float, typer.Option(help="seconds from an eviction until the gang stopped")] = 0.0,
+    checkpoint: Annotated[
+        float, typer.Option(help="preempted gangs resume from checkpoints every FRACTION of their run (0: restart)")
+    ] = 0.0,
+    fraction: Annotated[
+        float, typer.Option(help="Philly: simulate only the first FRACTION of the window's jobs")
+    ] = 1.0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the figures as JSON")] = None,
+    plots: Annotated[Path | None, typer.Option(help="directory for PNG plots")] = None,
+    metrics: Annotated[Path | None, typer.Option(help="write end-of-run Prometheus metrics (text format)")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar for long runs")] = True,
+    quiet: Annotated[bool, typer.Option(help="no tables")] = False,
+) -> None:
+    """Replay workloads through gangq's admission engine (or a comparison policy) on a virtual clock."""
+    console = Console()
+    try:
+        base = build_scenario(
+            scenario,
+            trace,
+            trace_dir,
+            window,
+            capacity_scale,
+            config,
+            cluster,
+            csv_map,
+            time_format,
+            gpus_per_pod,
+            scale,
+            runtime_limits,
+            fraction,
+        )
+        base.engine_config = _engine_config(base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing)
+        base.pod_start_latency = pod_start_latency
+        base.eviction_latency = eviction_latency
+        if not 0.0 <= checkpoint < 1.0:
+            raise UsageError(f"--checkpoint must be in [0, 1), got {checkpoint}")
+        base.checkpoint = checkpoint
+        variants = _variants(policy, compare, base)
+    except (UsageError, TraceError, SpecError, QuantityError, ValueError, OSError) as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from err
+    try:
+        results = run_variants(variants, console, progress and not quiet)
+    except LivelockError as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from err
+    summaries = [summarize(r) for r in results]
+    if not quiet:
+        for s in summaries:
+            print_summary(console, s)
+        if len(summaries) > 1:
+            print_compare(console, summaries)
+    if json_path is not None:
+        doc: dict[str, Any] = dict(summaries[0])
+        if len(summaries) > 1:
+            doc["compare"] = summaries
+        json_path.write_text(json.dumps(doc, indent=2, sort_keys=False))
+        console.print(f"wrote {json_path}")
+    if plots is not None:
+        from gangq.sim.plots import write_plots
+
+        for p in write_plots(results, plots):
+            console.print(f"wrote {p}")
+    if metrics is not None:
+        from gangq.sim.metrics import write_metrics
+
+        write_metrics(results[0], metrics)
+        console.print(f"wrote {metrics}")
+
+
+if __name__ == "__main__":  # python -m gangq.sim.cli ... (until `gangq simulate` is registered)
+    typer.run(simulate)
