@@ -12,11 +12,15 @@ from rich.tree import Tree
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.errors import SpecError
 from gangq.core.units import format_amount
+from gangq.observability.cli import queue
+from gangq.operator.cli import run
 from gangq.sandbox.cli import sandbox_app
 from gangq.sim.cli import simulate
 
 app = typer.Typer(help="gangq: batch queueing and whole-gang admission for Kubernetes JobSets.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
+app.command("run")(run)
+app.command("queue")(queue)
 app.command("simulate")(simulate)
 
 

@@ -1,8 +1,8 @@
 """gangq's Prometheus metrics (names after Kueue's where the concept is the same).
 
-:func:`create_metrics` defines the families on a given registry, so the operator and the simulator
-export the same names; :func:`export_run` fills them with a simulated run's end state and
-:func:`write_metrics` writes the text exposition format.
+:func:`create_metrics` defines the families (``gangq.observability.metrics.GangqMetrics``, the very
+ones the controller exports) on a given registry; :func:`export_run` fills them with a simulated
+run's end state and :func:`write_metrics` writes the text exposition format.
 
 | gangq metric | Kueue's | labels |
 |---|---|---|
@@ -21,74 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, write_to_textfile
+from prometheus_client import CollectorRegistry, disable_created_metrics, write_to_textfile
 
+from gangq.observability.metrics import GangqMetrics
 from gangq.sim.simulator import SimResult
-
-# Kueue's admission-wait buckets: 1 s doubling up to ~2.3 days (exponential, 18 buckets).
-WAIT_BUCKETS = tuple(float(2**i) for i in range(18))
-
-
-class GangqMetrics:
-    """The metric families, created on one registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self.pending_workloads = Gauge(
-            "gangq_pending_workloads",
-            "Pending workloads per ClusterQueue and status (active: may be tried; inadmissible: waits for a change)",
-            ["cluster_queue", "status"],
-            registry=registry,
-        )
-        self.admitted_workloads_total = Counter(
-            "gangq_admitted_workloads",
-            "Admissions per ClusterQueue (a re-admission after eviction counts again)",
-            ["cluster_queue"],
-            registry=registry,
-        )
-        self.admitted_active_workloads = Gauge(
-            "gangq_admitted_active_workloads",
-            "Workloads admitted and not finished per ClusterQueue",
-            ["cluster_queue"],
-            registry=registry,
-        )
-        self.admission_wait_time_seconds = Histogram(
-            "gangq_admission_wait_time_seconds",
-            "Time from (re)queueing to admission",
-            ["cluster_queue"],
-            buckets=WAIT_BUCKETS,
-            registry=registry,
-        )
-        self.evicted_workloads_total = Counter(
-            "gangq_evicted_workloads",
-            "Evictions per ClusterQueue and reason (Preempted, PodsReadyTimeout, ...)",
-            ["cluster_queue", "reason"],
-            registry=registry,
-        )
-        self.preempted_workloads_total = Counter(
-            "gangq_preempted_workloads",
-            "Preemptions per preempting ClusterQueue and reason (InClusterQueue, InCohortReclamation, ...)",
-            ["preempting_cluster_queue", "reason"],
-            registry=registry,
-        )
-        self.cluster_queue_resource_usage = Gauge(
-            "gangq_cluster_queue_resource_usage",
-            "Quota in use per ClusterQueue, flavor and resource (cpu in cores, memory in bytes)",
-            ["cluster_queue", "flavor", "resource"],
-            registry=registry,
-        )
-        self.cluster_queue_nominal_quota = Gauge(
-            "gangq_cluster_queue_nominal_quota",
-            "Nominal quota per ClusterQueue, flavor and resource",
-            ["cluster_queue", "flavor", "resource"],
-            registry=registry,
-        )
-        self.cluster_queue_borrowing_limit = Gauge(
-            "gangq_cluster_queue_borrowing_limit",
-            "Borrowing limit per ClusterQueue, flavor and resource (absent: unlimited)",
-            ["cluster_queue", "flavor", "resource"],
-            registry=registry,
-        )
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> GangqMetrics:

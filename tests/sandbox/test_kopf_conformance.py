@@ -107,7 +107,7 @@ def test_kopf_operator_handlers_finalizers_status_events_daemon(
         took = wait_for(lambda: ((gizmo() or {}).get("status") or {}).get("on_create") == {"size": 1}, 10,
                         "the create handler's result in status")
         timings["create"] = took
-        assert took < 1.5, f"create handler took {took:.1f}s (a consistency stall?)"
+        assert took < 3.0, f"create handler took {took:.1f}s (a consistency stall?)"
         g = gizmo()
         assert g is not None
         assert "example.com/gizmo-finalizer" in g["metadata"]["finalizers"]
@@ -117,12 +117,12 @@ def test_kopf_operator_handlers_finalizers_status_events_daemon(
         sb.call(store.patch, GROUP, PLURAL, "default", "g1", {"spec": {"size": 2}}, "merge")
         took = wait_for(lambda: ((gizmo() or {}).get("status") or {}).get("resized") == 2, 10, "the update handler")
         timings["update"] = took
-        assert took < 1.5, f"update handler took {took:.1f}s (a consistency stall?)"
+        assert took < 3.0, f"update handler took {took:.1f}s (a consistency stall?)"
 
         sb.call(store.delete, GROUP, PLURAL, "default", "g1")
         took = wait_for(lambda: gizmo() is None, 10, "kopf to release its finalizer")
         timings["delete"] = took
-        assert took < 2.0, f"deletion took {took:.1f}s (a consistency stall?)"
+        assert took < 3.5, f"deletion took {took:.1f}s (a consistency stall?)"
         assert events("Scrapped")
     print("kopf handler latencies (s):", {k: round(v, 3) for k, v in timings.items()})
     assert runner.exception is None

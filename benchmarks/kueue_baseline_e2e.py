@@ -1,0 +1,341 @@
+"""Kueue's scheduler-performance "baseline" through the real controller on the sandbox, in real time.
+
+    python benchmarks/kueue_baseline_e2e.py --json OUT.json [--scale 1.0] [--config FILE]
+
+Setup (../shared/references/README.md, section 1): 5 cohorts × 6 ClusterQueues (cpu 20 nominal,
+borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue LowerPriority), 3 classes per
+queue (small 350 × 1 cpu / 0.2 s every 0.1 s, medium 100 × 5 cpu / 0.5 s every 0.5 s, large
+50 × 20 cpu / 1 s every 1.2 s) = 15,000 single-pod JobSets. The queue objects are
+``policies/kueue-baseline.yaml`` with ``admissionMode: QuotaOnly`` (Kueue's test has no nodes).
+
+Three processes: the sandbox API server (``gangq sandbox up --no-cluster``), the controller
+(``python -m gangq.operator run --jobset-controller external``: no JobSet reconciler, as Kueue's
+test runs without job controllers), and this runner. The runner creates each JobSet (suspended,
+labelled with its LocalQueue and WorkloadPriorityClass) at its time, watches JobSets, and when one
+is unsuspended marks it Completed (status subresource) after its runtime, as Kueue's runner does.
+
+Figures: ``wall_seconds`` (first create → last completion), ``min_cq_usage_pct`` (per ClusterQueue
+cpu·s used × 100 / (nominalQuota × wall), minimum; Kueue's measure), ``avg_time_to_admission_s``
+per class (create → seen unsuspended), ``api_writes_per_workload`` (every write request the
+sandbox counted, minus the runner's own creates and status patches, over the number of
+workloads; ``writes_by_resource`` itemises them), ``controller_cpu_seconds`` and
+``controller_peak_rss_mb`` (from /proc of the controller process). Same-run baseline: the engine
+alone on the same workload in the simulator of issue 4 (``engine_alone``), plus Kueue's published
+means (``kueue``) and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gangq.operator.install import apply_objects, install_crds, load_yaml  # noqa: E402
+from gangq.operator.kube import Credentials, KubeClient, resource_path  # noqa: E402
+from gangq.sandbox.runtime import Sandbox  # noqa: E402
+
+CLASSES = (  # name, count per ClusterQueue, cpu, runtime (s), created every (s)
+    ("small", 350, 1, 0.2, 0.1),
+    ("medium", 100, 5, 0.5, 0.5),
+    ("large", 50, 20, 1.0, 1.2),
+)
+KUEUE = {"wall_seconds": 351.0, "min_cq_usage_pct": 55.9,
+         "avg_time_to_admission_s": {"small": 215.5, "medium": 76.8, "large": 16.5}}
+TARGETS = {"wall_seconds": 90.0, "min_cq_usage_pct": 70.0, "api_writes_per_workload": 3.0}
+NOMINAL_CPU = 20.0
+
+CONTROLLER_CONFIG: dict[str, Any] = {
+    "podsReady": {"enable": False},  # no pods in this test
+    "api": {"qps": 2000, "burst": 4000},
+    "metricsPort": None,
+}
+
+
+def jobset(name: str, queue: str, cls: str, cpu: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"gangq.io/queue-name": queue, "gangq.io/priority-class": cls}},
+        "spec": {"suspend": True, "replicatedJobs": [{"name": "main", "replicas": 1, "template": {"spec": {
+            "parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}}]},
+    }
+
+
+def proc_stats(pid: int) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MiB) of a live process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak = 0.0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    return cpu, peak
+
+
+class Runner:
+    def __init__(self, url: str, plan: list[tuple[float, str, str, str, int, float]]) -> None:
+        self.url = url
+        self.plan = plan  # (offset, name, queue, class, cpu, runtime)
+        self.info = {name: (queue, cls, cpu, runtime) for _, name, queue, cls, cpu, runtime in plan}
+        self.created: dict[str, float] = {}
+        self.admitted: dict[str, float] = {}
+        self.completed: dict[str, float] = {}
+        self.writes = {"create jobsets.jobset.x-k8s.io": 0, "patch jobsets.jobset.x-k8s.io/status": 0}
+        self.done = asyncio.Event()
+        self.errors: list[str] = []
+        self.t0 = 0.0
+        self.start_rv = "0"
+
+    async def run(self, session: aiohttp.ClientSession) -> None:
+        async with session.get(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets") as r:
+            self.start_rv = (await r.json())["metadata"]["resourceVersion"]
+        watcher = asyncio.ensure_future(self.watch(session))
+        sem = asyncio.Semaphore(64)
+        tasks: set[asyncio.Task[None]] = set()
+        self.t0 = time.monotonic() + 0.2
+        for offset, name, queue, cls, cpu, _ in self.plan:
+            delay = self.t0 + offset - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.ensure_future(self.create(session, sem, name, queue, cls, cpu))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await self.done.wait()
+        watcher.cancel()
+
+    async def create(self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str,
+                     cls: str, cpu: int) -> None:
+        async with sem:
+            self.created[name] = time.monotonic()
+            async with session.post(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
+                                    json=jobset(name, queue, cls, cpu)) as r:
+                if r.status != 201:
+                    self.errors.append(f"create {name}: {r.status}")
+                self.writes["create jobsets.jobset.x-k8s.io"] += 1
+
+    async def complete(self, session: aiohttp.ClientSession, name: str, runtime: float) -> None:
+        await asyncio.sleep(runtime)
+        finished_at = time.monotonic()
+        status = {"status": {"terminalState": "Completed", "conditions": [{
+            "type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+        async with session.patch(
+            f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{name}/status",
+            data=json.dumps(status), headers={"Content-Type": "application/merge-patch+json"},
+        ) as r:
+            if r.status != 200:
+                self.errors.append(f"complete {name}: {r.status}")
+            self.writes["patch jobsets.jobset.x-k8s.io/status"] += 1
+        self.completed[name] = finished_at
+        if len(self.completed) == len(self.plan):
+            self.done.set()
+
+    async def watch(self, session: aiohttp.ClientSession) -> None:
+        rv = self.start_rv
+        tasks: set[asyncio.Task[None]] = set()
+        while True:
+            url = (f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+                   f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true")
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    obj = ev["object"]
+                    if ev["type"] == "ERROR":
+                        self.errors.append(f"watch: {obj}")
+                        rv = "0"
+                        break
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    name = obj["metadata"]["name"]
+                    if name in self.info and name not in self.admitted and obj["spec"].get("suspend") is False:
+                        self.admitted[name] = time.monotonic()
+                        task = asyncio.ensure_future(self.complete(session, name, self.info[name][3]))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+
+
+def plan(scale: float) -> tuple[list[tuple[float, str, str, str, int, float]], list[str]]:
+    config = load_yaml(ROOT / "policies" / "kueue-baseline.yaml")
+    queues = [d["metadata"]["name"] for d in config if d["kind"] == "LocalQueue"]
+    out = []
+    for q in queues:
+        for cls, count, cpu, runtime, every in CLASSES:
+            for i in range(max(1, int(count * scale))):
+                out.append((round(i * every, 6), f"{q}-{cls}-{i}", q, cls, cpu, runtime))
+    out.sort()
+    return out, queues
+
+
+def engine_alone(scale: float) -> dict[str, Any]:
+    from gangq.sim.policies import make_policy
+    from gangq.sim.report import summarize
+    from gangq.sim.scenario import kueue_baseline
+    from gangq.sim.simulator import Simulator
+
+    t = time.perf_counter()
+    summary = summarize(Simulator(kueue_baseline(scale), make_policy("gangq")).run())
+    return {
+        "wall_seconds": summary["makespan_s"],
+        "min_cq_usage_pct": summary["min_cq_usage_pct"],
+        "avg_time_to_admission_s": {c: v["avg_wait_s"] for c, v in summary["classes"].items()},
+        "simulation_cpu_seconds": time.perf_counter() - t,
+    }
+
+
+async def setup(kubeconfig: Path) -> None:
+    client = KubeClient(Credentials.load(kubeconfig))
+    try:
+        await install_crds(client)
+        docs = load_yaml(ROOT / "policies" / "kueue-baseline.yaml")
+        for doc in docs:
+            if doc["kind"] == "ClusterQueue":
+                doc["spec"]["admissionMode"] = "QuotaOnly"
+        await apply_objects(client, docs)
+    finally:
+        await client.close()
+
+
+async def lease_holder(kubeconfig: Path) -> str | None:
+    client = KubeClient(Credentials.load(kubeconfig))
+    try:
+        lease = await client.get(resource_path("coordination.k8s.io", "v1", "leases", "default", "gangq-controller"))
+        return (lease.get("spec") or {}).get("holderIdentity")
+    except Exception:
+        return None
+    finally:
+        await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the workloads per class")
+    parser.add_argument("--config", type=Path, help="controller configuration (merged over the benchmark's)")
+    parser.add_argument("--profile", type=Path, help="run the controller under cProfile, writing this file")
+    args = parser.parse_args()
+
+    jobs, _ = plan(args.scale)
+    baseline = engine_alone(args.scale)
+    tmp = Path(tempfile.mkdtemp(prefix="gangq-kueue-e2e-"))
+    config = dict(CONTROLLER_CONFIG)
+    if args.config:
+        for key, value in (yaml.safe_load(args.config.read_text()) or {}).items():
+            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+    sb = Sandbox(mode="subprocess", cluster=False, kubeconfig=tmp / "kubeconfig").start()
+    controller: subprocess.Popen[bytes] | None = None
+    try:
+        asyncio.run(setup(sb.kubeconfig))
+        urllib.request.urlopen(urllib.request.Request(sb.url + "/debug/requests", method="DELETE")).read()
+        log = open(tmp / "controller.log", "wb")  # noqa: SIM115
+        controller = subprocess.Popen(
+            [sys.executable, *(["-m", "cProfile", "-o", str(args.profile)] if args.profile else []),
+             "-m", "gangq.operator", "run", "--kubeconfig", str(sb.kubeconfig),
+             "--config", str(tmp / "config.yaml"), "--jobset-controller", "external"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+        deadline = time.monotonic() + 30
+        while asyncio.run(lease_holder(sb.kubeconfig)) is None:
+            if time.monotonic() > deadline or controller.poll() is not None:
+                raise RuntimeError(f"the controller did not start: {(tmp / 'controller.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        time.sleep(2.0)  # recovery + kopf's initial lists
+        runner = Runner(sb.url, jobs)
+
+        async def go() -> None:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128)) as session:
+                await runner.run(session)
+
+        asyncio.run(go())
+        # let the controller flush the status writes it delays (status.workloadDelaySeconds) before counting
+        delay = float((config.get("status") or {}).get("workloadDelaySeconds", 2.0))
+        time.sleep(delay + 3.0)
+        cpu_s, rss_mb = proc_stats(controller.pid)
+        with urllib.request.urlopen(sb.url + "/debug/requests") as r:
+            counters = json.loads(r.read())
+    finally:
+        if controller is not None:
+            controller.send_signal(2)
+            try:
+                controller.wait(20)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+        sb.stop()
+
+    wall = max(runner.completed.values()) - min(runner.created.values())
+    used: dict[str, float] = {}
+    waits: dict[str, list[float]] = {c: [] for c, *_ in CLASSES}
+    for name, (queue, cls, cpu, _) in runner.info.items():
+        used[queue] = used.get(queue, 0.0) + cpu * (runner.completed[name] - runner.admitted[name])
+        waits[cls].append(runner.admitted[name] - runner.created[name])
+    by_resource: dict[str, int] = {}
+    for row in counters["requests"]:
+        if row["verb"] in ("create", "update", "patch", "delete", "deletecollection") and row["code"] < 300:
+            key = f"{row['verb']} {row['resource']}"
+            by_resource[key] = by_resource.get(key, 0) + row["count"]
+    for key, count in runner.writes.items():
+        by_resource[key] = by_resource.get(key, 0) - count
+    by_resource = {k: v for k, v in sorted(by_resource.items()) if v}
+    gangq_writes = sum(by_resource.values())
+    n = len(jobs)
+    result: dict[str, Any] = {
+        "wall_seconds": round(wall, 2),
+        "min_cq_usage_pct": round(min(100.0 * u / (NOMINAL_CPU * wall) for u in used.values()), 2),
+        "avg_time_to_admission_s": {c: round(sum(w) / len(w), 3) for c, w in waits.items()},
+        "api_writes_per_workload": round(gangq_writes / n, 3),
+        "controller_cpu_seconds": round(cpu_s, 2),
+        "controller_peak_rss_mb": round(rss_mb, 1),
+        "workloads": n,
+        "scale": args.scale,
+        "writes_by_resource": by_resource,
+        "failed_writes": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
+        "runner_errors": runner.errors[:20],
+        "controller_config": config,
+        "engine_alone": baseline,
+        "kueue": KUEUE,
+        "quota_bound_wall_seconds": 66.0 if args.scale == 1.0 else None,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+    }
+    result["ratios"] = {
+        "wall_over_kueue": round(wall / KUEUE["wall_seconds"], 3),
+        "wall_over_engine_alone": round(wall / baseline["wall_seconds"], 3) if baseline["wall_seconds"] else None,
+        "admission_over_kueue": {c: round(result["avg_time_to_admission_s"][c] / KUEUE["avg_time_to_admission_s"][c], 3)
+                                 for c in KUEUE["avg_time_to_admission_s"]},
+    }
+    result["targets"] = {
+        "wall_seconds<=90": wall <= TARGETS["wall_seconds"],
+        "min_cq_usage_pct>=70": result["min_cq_usage_pct"] >= TARGETS["min_cq_usage_pct"],
+        "admission<=half_kueue": all(v <= 0.5 for v in result["ratios"]["admission_over_kueue"].values()),
+        "api_writes_per_workload<=3": result["api_writes_per_workload"] <= TARGETS["api_writes_per_workload"],
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""``gangq run``: the controller in the foreground, against a cluster or the embedded sandbox.
+
+The lead registers :func:`run` on the main app (``app.command("run")(run)``); until then
+``python -m gangq.operator run ...`` runs the same command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gangq.core.errors import SpecError
+from gangq.operator.config import OperatorConfig, load_config
+from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
+from gangq.operator.kube import Credentials, KubeClient
+from gangq.operator.operator import run_operator
+
+log = logging.getLogger(__name__)
+
+
+class JobSetControllerMode(StrEnum):
+    embedded = "embedded"
+    external = "external"
+
+
+def _cluster_configured(kubeconfig: Path | None) -> bool:
+    if kubeconfig is not None:
+        return True
+    if os.environ.get("KUBECONFIG"):
+        return any(Path(p).exists() for p in os.environ["KUBECONFIG"].split(os.pathsep) if p)
+    if (Path.home() / ".kube" / "config").exists():
+        return True
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+async def _main(
+    config: OperatorConfig,
+    kubeconfig: Path | None,
+    use_sandbox: bool,
+    sandbox_port: int,
+    kubeconfig_out: Path | None,
+    jobset_controller: JobSetControllerMode,
+    console: Console,
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    sandbox = None
+    try:
+        if use_sandbox:
+            from gangq.sandbox.runtime import Sandbox
+
+            # Its own thread and loop: kopf cancels every task created on its loop when it exits.
+            kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+            sandbox = Sandbox(port=sandbox_port, kubeconfig=kubeconfig)
+            await asyncio.to_thread(sandbox.start)
+            credentials = Credentials.load(kubeconfig)
+            client = KubeClient(credentials)
+            try:
+                await install_crds(client)
+                await apply_objects(client, load_yaml(QUICKSTART))
+            finally:
+                await client.close()
+            console.print(f"[bold green]gangq sandbox[/] serving at {sandbox.url} (4 nodes × 8 nvidia.com/gpu)")
+            console.print("Point kubectl at it and submit a JobSet:")
+            console.print(f"  export KUBECONFIG={kubeconfig}", highlight=False)
+            console.print("  kubectl apply -f examples/jobsets/hello-gang.yaml", highlight=False)
+            console.print("  kubectl get jobsets,workloads -w     # queued → admitted → finished", highlight=False)
+            console.print("  kubectl get clusterqueues             # usage and pending counts", highlight=False)
+        else:
+            credentials = Credentials.load(kubeconfig)
+            console.print(f"gangq controller for {credentials.server}", highlight=False)
+        await run_operator(credentials, config, jobset_controller=jobset_controller.value, stop=stop)
+    finally:
+        if sandbox is not None:
+            await asyncio.to_thread(sandbox.stop)
+
+
+def run(
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)"),  # noqa: B008, E501
+    config: Path | None = typer.Option(None, "--config", help="operator configuration YAML (example: policies/operator-config.yaml)"),  # noqa: B008, E501
+    sandbox: bool = typer.Option(False, "--sandbox", help="run the embedded sandbox cluster (default when no cluster is configured)"),  # noqa: E501
+    sandbox_port: int = typer.Option(6443, "--sandbox-port", help="port of the sandbox API server"),
+    kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out", help="where to write the sandbox's kubeconfig (default ~/.kube/gangq-sandbox.yaml)"),  # noqa: B008, E501
+    jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
+) -> None:
+    """Run the gangq controller in the foreground (Ctrl-C stops it)."""
+    console = Console(soft_wrap=True)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not verbose:
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    try:
+        cfg = load_config(config)
+    except (SpecError, OSError) as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+        raise typer.Exit(1) from err
+    use_sandbox = sandbox or not _cluster_configured(kubeconfig)
+    if use_sandbox and kubeconfig is not None:
+        console.print("[red]error:[/red] --sandbox and --kubeconfig exclude each other", highlight=False)
+        raise typer.Exit(2)
+    if kubeconfig is not None and not kubeconfig.exists():
+        console.print(f"[red]error:[/red] --kubeconfig {kubeconfig}: no such file", highlight=False)
+        raise typer.Exit(1)
+    try:
+        asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, kubeconfig_out, jobset_controller, console))
+    except OSError as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+        raise typer.Exit(1) from err
+    except KeyboardInterrupt:
+        pass
+
+
+app = typer.Typer(help="gangq controller (until `gangq run` is registered on the main CLI).", no_args_is_help=True)
+app.command("run")(run)
+
+
+@app.callback()
+def _main_callback() -> None:
+    """gangq controller."""

@@ -1,0 +1,108 @@
+"""The operator's configuration file (YAML; example: policies/operator-config.yaml; docs/operator.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gangq.core.config import EngineConfig
+from gangq.core.errors import SpecError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PodsReadyConfig(_Model):
+    enable: bool = True
+    timeout_seconds: float = Field(300.0, alias="timeoutSeconds", gt=0)
+    backoff_base_seconds: float = Field(60.0, alias="backoffBaseSeconds", ge=0)
+    backoff_max_seconds: float = Field(3600.0, alias="backoffMaxSeconds", ge=0)
+    backoff_limit: int | None = Field(None, alias="backoffLimit", ge=0)
+    requeue_timestamp: Literal["Creation", "Eviction"] = Field("Eviction", alias="requeueTimestamp")
+
+
+class StarvationConfig(_Model):
+    timeout_seconds: float = Field(1800.0, alias="timeoutSeconds", ge=0)
+
+
+class FairSharingConfig(_Model):
+    enable: bool = False
+
+
+class ApiConfig(_Model):
+    qps: float = Field(500.0, gt=0)
+    burst: int = Field(1000, ge=1)
+
+
+class StatusConfig(_Model):
+    """How often status is written (the write budget, docs/operator.md)."""
+
+    workload_delay_seconds: float = Field(2.0, alias="workloadDelaySeconds", ge=0)
+    pending_delay_seconds: float = Field(30.0, alias="pendingDelaySeconds", ge=0)
+    pending_min_interval_seconds: float = Field(60.0, alias="pendingMinIntervalSeconds", ge=0)
+    queue_interval_seconds: float = Field(2.0, alias="queueIntervalSeconds", gt=0)
+
+
+class EventsConfig(_Model):
+    admission: bool = True
+    eviction: bool = True
+
+
+class LeaderElectionConfig(_Model):
+    enable: bool = True
+    namespace: str = "default"
+    lease_name: str = Field("gangq-controller", alias="leaseName")
+    lease_duration_seconds: float = Field(15.0, alias="leaseDurationSeconds", gt=0)
+    renew_interval_seconds: float = Field(5.0, alias="renewIntervalSeconds", gt=0)
+
+
+class OperatorConfig(_Model):
+    """Everything an admin sets for ``gangq run --config FILE``."""
+
+    pods_ready: PodsReadyConfig = Field(default_factory=PodsReadyConfig, alias="podsReady")
+    starvation: StarvationConfig = Field(default_factory=StarvationConfig)
+    fair_sharing: FairSharingConfig = Field(default_factory=FairSharingConfig, alias="fairSharing")
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    status: StatusConfig = Field(default_factory=StatusConfig)
+    events: EventsConfig = Field(default_factory=EventsConfig)
+    leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig, alias="leaderElection")
+    metrics_port: int | None = Field(8080, alias="metricsPort", ge=0, le=65535)
+    namespaces: list[str] = Field(default_factory=list)
+
+    def engine_config(self) -> EngineConfig:
+        pr = self.pods_ready
+        return EngineConfig(
+            pods_ready_timeout=pr.timeout_seconds if pr.enable else None,
+            backoff_base=pr.backoff_base_seconds,
+            backoff_max=max(pr.backoff_max_seconds, pr.backoff_base_seconds),
+            backoff_limit=pr.backoff_limit,
+            requeue_timestamp=pr.requeue_timestamp,
+            starvation_timeout=self.starvation.timeout_seconds,
+            fair_sharing=self.fair_sharing.enable,
+        )
+
+
+def parse_config(data: Any, source: str = "config") -> OperatorConfig:
+    """An :class:`OperatorConfig` from a mapping; SpecError names the field that is wrong."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("OperatorConfig", source, "", "must be a mapping")
+    try:
+        return OperatorConfig.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise SpecError("OperatorConfig", source, field, first["msg"]) from err
+
+
+def load_config(path: str | Path | None) -> OperatorConfig:
+    """Read a config file (``None``: the defaults)."""
+    if path is None:
+        return OperatorConfig()
+    p = Path(path)
+    return parse_config(yaml.safe_load(p.read_text()), str(p))

@@ -1,0 +1,158 @@
+"""Leader election with a coordination.k8s.io/v1 Lease (client-go's leaderelection, simplified).
+
+Only the replica holding the Lease runs the controller; the others wait. The holder renews every
+``renew_interval``; a candidate takes the Lease over when ``renewTime + leaseDurationSeconds`` has
+passed. Updates carry the resourceVersion they read, so two candidates cannot both win (409).
+A leader that cannot renew before its lease runs out stops leading (``lost`` is set) — the operator
+then stops, as controller-runtime's managers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from gangq.operator.kube import ApiError, KubeClient, resource_path
+
+log = logging.getLogger(__name__)
+
+
+def _micro(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class LeaseElector:
+    """Acquire and keep a Lease named ``name`` in ``namespace`` for ``identity``."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        duration: float = 15.0,
+        renew_interval: float = 5.0,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration
+        self.renew_interval = renew_interval
+        self.lost = asyncio.Event()
+        self.leading = False
+
+    @property
+    def _path(self) -> str:
+        return resource_path("coordination.k8s.io", "v1", "leases", self.namespace, self.name)
+
+    def _spec(self, now: float, acquire: float, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.duration)),
+            "acquireTime": _micro(acquire),
+            "renewTime": _micro(now),
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire(self) -> bool:
+        """One attempt: True when this candidate holds the Lease afterwards."""
+        now = time.time()
+        try:
+            lease = await self.client.get(self._path)
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("leader election: cannot read Lease %s/%s: %s", self.namespace, self.name, err)
+                return False
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(now, now, 0),
+            }
+            try:
+                await self.client.create(
+                    resource_path("coordination.k8s.io", "v1", "leases", self.namespace), body
+                )
+                return True
+            except ApiError:
+                return False
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        renewed = _parse(spec.get("renewTime"))
+        duration = float(spec.get("leaseDurationSeconds") or self.duration)
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            acquire = _parse(spec.get("acquireTime")) or now
+        elif holder and renewed + duration > now:
+            return False  # someone else leads and is alive
+        else:
+            acquire = now
+            transitions += 1
+        lease["spec"] = self._spec(now, acquire, transitions)
+        try:
+            await self.client.replace(self._path, lease)  # carries the resourceVersion read: 409 if raced
+            return True
+        except ApiError as err:
+            if err.status != 409:
+                log.warning("leader election: cannot update Lease: %s", err)
+            return False
+
+    async def acquire(self, stop: asyncio.Event) -> bool:
+        """Wait until leading (True) or ``stop`` is set (False)."""
+        logged = False
+        while not stop.is_set():
+            if await self.try_acquire():
+                self.leading = True
+                log.info("leader election: %s leads (Lease %s/%s)", self.identity, self.namespace, self.name)
+                return True
+            if not logged:
+                log.info("leader election: %s waits for Lease %s/%s", self.identity, self.namespace, self.name)
+                logged = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=min(self.renew_interval, self.duration / 3))
+        return False
+
+    async def keep(self, stop: asyncio.Event) -> None:
+        """Renew until ``stop``; set :attr:`lost` if the lease could not be renewed in time."""
+        last_ok = time.time()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.renew_interval)
+            if stop.is_set():
+                break
+            if await self.try_acquire():
+                last_ok = time.time()
+            elif time.time() - last_ok > self.duration * 0.8:
+                log.error("leader election: %s lost Lease %s/%s", self.identity, self.namespace, self.name)
+                self.leading = False
+                self.lost.set()
+                return
+
+    async def release(self) -> None:
+        """Give the Lease up on a clean shutdown so a standby takes over at once."""
+        if not self.leading:
+            return
+        self.leading = False
+        try:
+            lease = await self.client.get(self._path)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["holderIdentity"] = None
+                lease["spec"]["renewTime"] = _micro(0)
+                await self.client.replace(self._path, lease)
+        except ApiError as err:
+            log.debug("leader election: release failed: %s", err)

@@ -1,0 +1,345 @@
+"""Wiring: leader election, restart recovery, kopf's watches and the scheduling loop.
+
+:func:`run_operator` is the whole controller as one coroutine (``gangq run`` calls it):
+
+1. wait for the Lease (``leaderElection``; only the leader runs anything below);
+2. ``Controller.recover()``: list the queue objects, nodes, pods and JobSets, put admitted JobSets
+   back into the engine, queue the rest;
+3. start kopf through its embedding API (``kopf.operator``) with an ``OperatorRegistry`` that holds
+   only ``@kopf.on.event`` handlers (no progress annotations, no finalizers: kopf writes nothing)
+   feeding the controller's inbox — plus, with ``--jobset-controller embedded``, the JobSet
+   reconciler's handlers (``gangq.operator.jobset.register``);
+4. run the scheduling loop until stopped, the Lease is lost, or kopf exits.
+
+:class:`OperatorThread` runs the same in a background thread (tests, benchmarks, embedding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+import kopf
+
+from gangq.operator.config import OperatorConfig
+from gangq.operator.controller import WATCHED, Controller
+from gangq.operator.kube import Credentials, KubeClient
+from gangq.operator.leader import LeaseElector
+
+log = logging.getLogger(__name__)
+
+JobSetController = Literal["embedded", "external"]
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{id(object()) % 100000}"
+
+
+def build_registry(controller: Controller, credentials: Credentials) -> kopf.OperatorRegistry:
+    """A kopf registry whose handlers feed ``controller`` (event handlers only)."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> Any:
+        return credentials.kopf_connection()
+
+    for group, version, plural in WATCHED:
+
+        def make(plural: str) -> Callable[..., Any]:
+            async def feed(event: dict[str, Any], **_: Any) -> None:
+                obj = event.get("object")
+                if isinstance(obj, dict):
+                    controller.enqueue(plural, event.get("type"), obj)
+
+            return feed
+
+        kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(make(plural))
+    return registry
+
+
+def register_jobset_controller(
+    registry: kopf.OperatorRegistry, client: KubeClient | None = None, credentials: Credentials | None = None
+) -> Any:
+    """Add the embedded JobSet reconciler's handlers (``gangq.operator.jobset``, issue 6), sharing
+    the controller's client (its rate limit and request metrics). None when it is not installed."""
+    try:
+        module = importlib.import_module("gangq.operator.jobset")
+    except ImportError:
+        log.warning("the embedded JobSet controller is not available; JobSets need an external controller")
+        return None
+    try:
+        return module.register(registry, client=client, credentials=credentials)
+    except TypeError:  # an older register(registry)
+        return module.register(registry)
+
+
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """Event handlers need no diff base; kopf would still deep-copy every object to build one."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: Any) -> Any:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
+class _NoProgress(kopf.ProgressStorage):
+    """Event handlers keep no progress: nothing to fetch or store (and nothing to write)."""
+
+    def fetch(self, *, key: Any, body: Any) -> Any:
+        return None
+
+    def store(self, *, key: Any, record: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def purge(self, *, key: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def touch(self, *, body: Any, patch: Any, value: Any) -> None:
+        return None
+
+    def clear(self, *, essence: Any) -> Any:
+        return essence
+
+
+def event_handlers_only(registry: kopf.OperatorRegistry) -> bool:
+    """True when the registry has no change-detecting or daemon/timer handlers (ours has none; the
+    embedded JobSet reconciler may add some, and then kopf's storages stay as they are)."""
+    for attr in ("_changing", "_spawning"):
+        sub = getattr(registry, attr, None)
+        if sub is None or sub.get_all_handlers():
+            return False
+    return True
+
+
+def kopf_settings(config: OperatorConfig, registry: kopf.OperatorRegistry | None = None) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    if registry is not None and event_handlers_only(registry):
+        settings.persistence.diffbase_storage = _NoDiffBase()
+        settings.persistence.progress_storage = _NoProgress()
+    settings.posting.enabled = False  # kopf's own k8s Events would be writes we do not budget for
+    settings.watching.server_timeout = 600
+    settings.watching.connect_timeout = 30
+    settings.networking.error_backoffs = (0.2, 0.5, 1, 2, 5)
+    return settings
+
+
+async def _attach_telemetry(controller: Controller, config: OperatorConfig) -> Any:
+    """Metrics and the visibility endpoint (issue 7, ``gangq.observability``) on the controller's loop;
+    returns the HTTP runner to clean up, or None when observability is off or not installed."""
+    if config.metrics_port is None:
+        return None
+    try:
+        from gangq.observability.telemetry import Telemetry
+    except ImportError:
+        log.info("gangq.observability is not installed: no metrics")
+        return None
+    try:
+        telemetry = Telemetry(controller.engine, ready=controller.recovered.is_set)
+        controller.telemetry = telemetry
+        controller.client.observer = telemetry.metrics.api_request
+        telemetry.metrics.set_leader(True)
+        return await telemetry.serve(port=config.metrics_port)
+    except Exception:
+        log.exception("observability failed to start; running without metrics")
+        controller.telemetry = None
+        controller.client.observer = None
+        return None
+
+
+async def run_operator(
+    credentials: Credentials,
+    config: OperatorConfig,
+    *,
+    jobset_controller: JobSetController = "embedded",
+    identity: str | None = None,
+    stop: asyncio.Event | None = None,
+    on_controller: Callable[[Controller], None] | None = None,
+    release_lease: Callable[[], bool] = lambda: True,
+) -> None:
+    """Run the controller until ``stop`` is set (or the Lease is lost); see the module docstring.
+    ``release_lease()`` is asked at shutdown whether to give the Lease up (False: like a crash)."""
+    stop = stop or asyncio.Event()
+    client = KubeClient(credentials, qps=config.api.qps, burst=config.api.burst)
+    le = config.leader_election
+    elector: LeaseElector | None = None
+    try:
+        if le.enable:
+            elector = LeaseElector(
+                client, le.namespace, le.lease_name, identity or default_identity(),
+                duration=le.lease_duration_seconds, renew_interval=le.renew_interval_seconds,
+            )
+            if not await elector.acquire(stop):
+                return
+        controller = Controller(client, config)
+        if on_controller is not None:
+            on_controller(controller)
+        http_runner = await _attach_telemetry(controller, config)
+        await controller.recover()
+        registry = build_registry(controller, credentials)
+        if jobset_controller == "embedded":
+            register_jobset_controller(registry, client, credentials)
+        kopf_stop = asyncio.Event()
+        kopf_ready = asyncio.Event()
+        namespaces = list(config.namespaces)
+        kopf_task = asyncio.ensure_future(
+            kopf.operator(
+                registry=registry,
+                settings=kopf_settings(config, registry),
+                standalone=True,  # leadership is the Lease's job
+                clusterwide=not namespaces,
+                namespaces=namespaces,
+                stop_flag=kopf_stop,
+                ready_flag=kopf_ready,
+                memo=kopf.Memo(controller=controller),
+            )
+        )
+        loop_task = asyncio.ensure_future(controller.run())
+        waiters: list[asyncio.Future[Any]] = [kopf_task, loop_task, asyncio.ensure_future(stop.wait())]
+        keeper: asyncio.Future[Any] | None = None
+        if elector is not None:
+            keeper = asyncio.ensure_future(elector.keep(stop))
+            waiters.append(asyncio.ensure_future(elector.lost.wait()))
+
+        async def resync() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(kopf_ready.wait(), timeout=30)
+            await asyncio.sleep(3.0)
+            await controller.resync_jobsets()
+
+        resync_task = asyncio.ensure_future(resync())
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if kopf_task.done() and not stop.is_set():
+            exc = kopf_task.exception()
+            if exc is not None:
+                log.error("kopf stopped unexpectedly: %r", exc)
+            else:
+                log.info("kopf stopped (signal): shutting down")
+        # Our own tasks end first: kopf treats every task still running at its exit as a hung
+        # sub-task of its own and waits 5 s for it.
+        stop.set()
+        log.debug("stopping the controller")
+        await controller.stop()
+        mine = [resync_task, loop_task, *waiters[1:]]
+        if keeper is not None:
+            mine.append(keeper)
+        for task in mine:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*mine, return_exceptions=True)
+        log.debug("stopping kopf")
+        if os.environ.get("GANGQ_DEBUG_TASKS"):
+            for t in asyncio.all_tasks():
+                log.warning("task at kopf stop: %r", t)
+        kopf_stop.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(kopf_task, timeout=10)
+        if http_runner is not None:
+            with contextlib.suppress(Exception):
+                await http_runner.cleanup()
+        log.debug("stopped")
+    finally:
+        if elector is not None and release_lease():
+            log.debug("releasing the lease")
+            await elector.release()
+        log.debug("closing the client")
+        await client.close()
+        log.debug("closed")
+
+
+class OperatorThread:
+    """:func:`run_operator` on its own event loop in a background thread.
+
+    ``start()`` returns once the thread runs; ``controller`` is set when this replica leads;
+    ``stop()`` shuts down cleanly (releasing the Lease); ``kill()`` stops without releasing it,
+    like a crashed process.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        config: OperatorConfig,
+        *,
+        jobset_controller: JobSetController = "external",
+        identity: str | None = None,
+    ) -> None:
+        self.credentials = credentials
+        self.config = config
+        self.jobset_controller: JobSetController = jobset_controller
+        self.identity = identity or default_identity()
+        self.controller: Controller | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._release = True
+        self.error: BaseException | None = None
+
+    def start(self) -> OperatorThread:
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            asyncio.set_event_loop(loop)
+            self._stop = asyncio.Event()
+            self._started.set()
+
+            def got(c: Controller) -> None:
+                self.controller = c
+
+            try:
+                loop.run_until_complete(
+                    run_operator(self.credentials, self.config, jobset_controller=self.jobset_controller,
+                                 identity=self.identity, stop=self._stop, on_controller=got,
+                                 release_lease=lambda: self._release)
+                )
+            except BaseException as err:
+                self.error = err
+                log.exception("operator thread %s failed", self.identity)
+            finally:
+                with contextlib.suppress(Exception):
+                    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                    for t in pending:
+                        t.cancel()
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name=f"gangq-operator-{self.identity}", daemon=True)
+        self._thread.start()
+        self._started.wait(10)
+        return self
+
+    @property
+    def leading(self) -> bool:
+        c = self.controller
+        return c is not None and c.recovered.is_set() and not c.stopping.is_set()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.loop is not None and self._stop is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def kill(self, timeout: float = 20.0) -> None:
+        """Stop like a crash: no Lease release (the standby waits for it to expire)."""
+        self._release = False
+        self.stop(timeout)
+
+    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Run ``fn()`` on the operator's loop (e.g. to read the engine) and return its result."""
+        assert self.loop is not None
+
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)

@@ -1,0 +1,338 @@
+"""The Kustomize install: builds offline, validates against the Kubernetes schemas, and keeps the
+promises of docs/observability.md (least-privilege RBAC, hardened pods, two replicas, probes)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from gangq.observability import manifests
+from gangq.observability.http import create_app
+from tests.deploy.conftest import DEPLOY, ROOT, find
+
+K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+# kubernetes-validate ships only the built-in kinds; the Prometheus Operator kinds get a minimal
+# schema of the fields gangq uses (checked with jsonschema; unknown fields are errors).
+_STR = {"type": "string"}
+_LABELS = {"type": "object", "additionalProperties": _STR}
+_META = {
+    "type": "object",
+    "required": ["name", "namespace"],
+    "properties": {"name": _STR, "namespace": _STR, "labels": _LABELS, "annotations": _LABELS},
+    "additionalProperties": False,
+}
+MONITORING_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "ServiceMonitor"},
+            "metadata": _META,
+            "spec": {
+                "type": "object",
+                "required": ["selector", "endpoints"],
+                "additionalProperties": False,
+                "properties": {
+                    "selector": {
+                        "type": "object",
+                        "properties": {"matchLabels": _LABELS},
+                        "additionalProperties": False,
+                    },
+                    "namespaceSelector": {
+                        "type": "object",
+                        "properties": {"matchNames": {"type": "array", "items": _STR}, "any": {"type": "boolean"}},
+                        "additionalProperties": False,
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["port"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "port": _STR,
+                                "path": _STR,
+                                "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                                "scrapeTimeout": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "PrometheusRule"},
+            "metadata": _META,
+            "spec": {
+                "type": "object",
+                "required": ["groups"],
+                "additionalProperties": False,
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "rules"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": _STR,
+                                "rules": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["alert", "expr", "labels", "annotations"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "alert": {"type": "string", "pattern": "^[A-Z][A-Za-z0-9]+$"},
+                                            "expr": _STR,
+                                            "for": {"type": "string", "pattern": "^[0-9]+(s|m|h)$"},
+                                            "labels": {
+                                                "type": "object",
+                                                "required": ["severity"],
+                                                "properties": {"severity": {"enum": ["critical", "warning", "info"]}},
+                                            },
+                                            "annotations": {
+                                                "type": "object",
+                                                "required": ["summary", "description"],
+                                                "additionalProperties": _STR,
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
+
+READ_ONLY = {
+    "nodes",
+    "pods",
+    "namespaces",
+    "priorityclasses",
+    "resourceflavors",
+    "cohorts",
+    "clusterqueues",
+    "localqueues",
+    "workloadpriorityclasses",
+}
+
+
+def rules_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for kind in ("ClusterRole", "Role") for d in find(docs, kind) for r in d["rules"]]
+
+
+def test_every_manifest_validates_against_the_kubernetes_schemas(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    _, docs = overlay
+    assert docs
+    checked = 0
+    for doc in docs:
+        if doc["kind"] in MONITORING_SCHEMAS:
+            jsonschema.validate(doc, MONITORING_SCHEMAS[doc["kind"]])
+        else:
+            for version in K8S_VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+        checked += 1
+    assert checked == len(docs)
+
+
+def test_validation_catches_a_bad_field() -> None:
+    """The schema check is real: an unknown container field fails it."""
+    doc = yaml.safe_load((DEPLOY / "base" / "deployment.yaml").read_text())
+    doc["spec"]["template"]["spec"]["containers"][0]["runAsRoot"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(doc, K8S_VERSIONS[0], strict=True)
+    rule = yaml.safe_load((DEPLOY / "prometheus" / "gangq-rules.yaml").read_text())
+    rule["spec"]["groups"][0]["rules"][0]["labels"]["severity"] = "urgent"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(rule, MONITORING_SCHEMAS["PrometheusRule"])
+
+
+def test_namespaced_objects_live_in_gangq_system(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    _, docs = overlay
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    for doc in docs:
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace") == "gangq-system", (doc["kind"], doc["metadata"]["name"])
+    for binding in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding"):
+        for subject in binding["subjects"]:
+            assert subject == {"kind": "ServiceAccount", "name": "gangq-controller", "namespace": "gangq-system"}
+
+
+def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = overlay
+    rules = rules_of(docs)
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule.get(field, []), (field, rule)
+        assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
+        assert "deletecollection" not in rule["verbs"], rule
+        assert "secrets" not in rule["resources"], rule
+        for resource in rule["resources"]:
+            if resource in READ_ONLY:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, (resource, rule["verbs"])
+    granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    needed = {
+        ("", "pods", "watch"),
+        ("", "nodes", "list"),
+        ("scheduling.k8s.io", "priorityclasses", "watch"),
+        ("gangq.io", "workloads", "create"),
+        ("gangq.io", "workloads/status", "patch"),
+        ("gangq.io", "clusterqueues/status", "patch"),
+        ("jobset.x-k8s.io", "jobsets", "patch"),
+        ("", "events", "create"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+    assert needed <= granted, needed - granted
+    jobset_controller = {
+        ("batch", "jobs", "create"),
+        ("", "services", "create"),
+        ("jobset.x-k8s.io", "jobsets/status", "update"),
+    }
+    if name == "plain":
+        assert jobset_controller <= granted
+    else:
+        assert not {(g, r) for g, r, _ in granted} & {
+            ("batch", "jobs"),
+            ("", "services"),
+            ("jobset.x-k8s.io", "jobsets/status"),
+        }
+
+
+def test_lease_rights_are_limited_to_the_configured_lease(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    _, docs = overlay
+    config = yaml.safe_load(find(docs, "ConfigMap", "gangq-config")[0]["data"]["config.yaml"])
+    lease = config["leaderElection"]["leaseName"]
+    assert config["leaderElection"]["namespace"] == "gangq-system"
+    role = find(docs, "Role", "gangq-leader-election")[0]
+    for rule in role["rules"]:
+        if rule["verbs"] != ["create"]:
+            assert rule["resourceNames"] == [lease]
+    assert not [r for d in find(docs, "ClusterRole") for r in d["rules"] if "leases" in r["resources"]]
+
+
+def test_deployment_is_hardened_and_highly_available(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    name, docs = overlay
+    (deploy,) = find(docs, "Deployment")
+    spec = deploy["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "gangq-controller"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert sc.get("privileged", False) is False
+    assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+    assert container["resources"]["limits"]["memory"]
+    # writable scratch space despite the read-only root filesystem
+    assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"])
+    args = container["args"]
+    assert args[:3] == ["run", "--config", "/etc/gangq/config.yaml"]
+    if name == "external-jobset":
+        assert args[3:] == ["--jobset-controller", "external"]
+    else:
+        assert "--jobset-controller" not in args
+    assert find(docs, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+
+
+def test_probes_metrics_service_and_servicemonitor_agree(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    _, docs = overlay
+    (deploy,) = find(docs, "Deployment")
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    config = yaml.safe_load(find(docs, "ConfigMap", "gangq-config")[0]["data"]["config.yaml"])
+    assert ports["http-metrics"] == config["metricsPort"] == 8080
+    # the probe paths are routes of the controller's HTTP app
+    from prometheus_client import CollectorRegistry
+
+    routes = {r.resource.canonical for r in create_app(CollectorRegistry()).router.routes() if r.resource}
+    for probe in ("livenessProbe", "readinessProbe"):
+        http = container[probe]["httpGet"]
+        assert http["port"] == "http-metrics"
+        assert http["path"] in routes, http["path"]
+    (svc,) = find(docs, "Service", "gangq-metrics")
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert svc["spec"]["ports"][0]["targetPort"] == "http-metrics"
+    (monitor,) = find(docs, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"]
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert "/metrics" in routes
+
+
+def test_crds_are_installed_from_crds_folder(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    """Every CRD file of crds/ that exists is in the install (missing ones are tolerated until the
+    operator writes them); the JobSet CRD only where gangq runs the JobSet controller."""
+    name, docs = overlay
+    missing = manifests.missing()
+    if missing:
+        warnings.warn(f"CRD files not written yet: {missing}", stacklevel=1)
+    installed = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
+    for file in manifests.GANGQ_CRDS + manifests.JOBSET_CRDS:
+        path = ROOT / "crds" / file
+        if not path.is_file():
+            continue
+        crd = yaml.safe_load(path.read_text())
+        wanted = file in manifests.GANGQ_CRDS or name == "plain"
+        assert (crd["metadata"]["name"] in installed) == wanted, (name, file)
+
+
+def test_deploy_crds_are_in_step_with_crds_folder() -> None:
+    assert manifests.stale() == [], "run: python -m gangq.observability.manifests"
+
+
+def test_crd_sync_round_trip(tmp_path: Any) -> None:
+    src = tmp_path / "crds"
+    dst = tmp_path / "deploy"
+    src.mkdir()
+    (src / "gangq.io_workloads.yaml").write_text("kind: CustomResourceDefinition\n")
+    assert manifests.sync(src, dst)
+    assert manifests.stale(src, dst) == []
+    assert "- gangq.io_workloads.yaml" in (dst / "gangq" / "kustomization.yaml").read_text()
+    assert "resources: []" in (dst / "jobset" / "kustomization.yaml").read_text()
+    (src / "gangq.io_workloads.yaml").write_text("kind: CustomResourceDefinition # changed\n")
+    (dst / "gangq" / "extra.yaml").write_text("x: 1\n")
+    assert set(manifests.stale(src, dst)) == {"gangq/gangq.io_workloads.yaml", "gangq/extra.yaml"}
+    manifests.sync(src, dst)
+    assert not (dst / "gangq" / "extra.yaml").exists()
+    assert manifests.stale(src, dst) == []
+    # a CRD that disappears from crds/ (being rewritten) keeps its last copy
+    (src / "gangq.io_workloads.yaml").unlink()
+    assert manifests.stale(src, dst) == []
+    assert manifests.missing(src) == list(manifests.GANGQ_CRDS + manifests.JOBSET_CRDS)
+
+
+def test_dockerfile_runs_gangq_as_non_root() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert lines[0].startswith("FROM python:3.11")
+    assert "USER 65532:65532" in lines
+    assert lines.index("USER 65532:65532") < lines.index('ENTRYPOINT ["gangq"]')
+    assert 'CMD ["run"]' in lines
+    for copied in ("pyproject.toml", "README.md", "gangq"):
+        assert (ROOT / copied).exists(), copied

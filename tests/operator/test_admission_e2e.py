@@ -1,0 +1,121 @@
+"""End to end on the sandbox: queues + a JobSet → admitted whole → unsuspended, Workload status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gangq.sandbox.runtime import Sandbox
+from tests.operator.helpers import (
+    FakeJobSetRunner,
+    admitted,
+    apply,
+    cluster_queue,
+    condition,
+    finished,
+    flavor,
+    get,
+    install,
+    jobset,
+    local_queue,
+    start_operator,
+    wait_for,
+    workload_status,
+)
+
+
+def test_jobset_is_admitted_unsuspended_and_finished_with_workload_status(
+    sandbox_factory: Callable[..., Sandbox],
+) -> None:
+    sb = sandbox_factory(nodes="2x{cpu:8,memory:32Gi,nvidia.com/gpu:4}")
+    install(sb)
+    apply(sb, [flavor("gpu", {"sandbox.gangq.io/pool": "gpu"}),
+               cluster_queue("cq", {"cpu": 16, "nvidia.com/gpu": 8}, flavor="gpu"),
+               local_queue("lq", "cq")])
+    # nodes carry no such label: label them so the flavor's nodeLabels match
+    for i in range(2):
+        node = sb.call(sb.store.list, "", "nodes")["items"][i]["metadata"]["name"]
+        sb.call(sb.store.patch, "", "nodes", None, node, {"metadata": {"labels": {"sandbox.gangq.io/pool": "gpu"}}},
+                "merge")
+    op = start_operator(sb)
+    try:
+        with FakeJobSetRunner(sb) as runner:
+            apply(sb, [jobset("train", "lq", replicas=2, requests={"cpu": 2, "nvidia.com/gpu": 4}, run_seconds=0.5)])
+            wait_for(lambda: admitted(sb, "train"), 10, "admission")
+            js = get(sb, "JobSet", "train")
+            assert js is not None
+            pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            assert pod["nodeSelector"] == {"sandbox.gangq.io/pool": "gpu"}
+            status = wait_for(lambda: (s := workload_status(sb, "train")) and s.get("state") in ("Admitted", "Finished")
+                              and s, 10, "Workload status")
+            assert condition(status, "QuotaReserved")["status"] == "True"
+            assert condition(status, "Admitted")["status"] == "True"
+            assert status["admission"]["clusterQueue"] == "cq"
+            assert status["admission"]["podSetAssignments"][0]["flavors"] == {"cpu": "gpu", "nvidia.com/gpu": "gpu"}
+            wl = get(sb, "Workload", "jobset-train")
+            assert wl is not None and wl["metadata"]["ownerReferences"][0]["uid"] == js["metadata"]["uid"]
+            assert wl["spec"]["podSets"] == [{"name": "worker", "count": 2,
+                                              "requests": {"cpu": "2", "nvidia.com/gpu": "4"}}]
+            wait_for(lambda: finished(sb, "train"), 15, "the JobSet to finish")
+            assert runner.max_running["default/train"] == 2
+            status = wait_for(lambda: (s := workload_status(sb, "train")) and s.get("state") == "Finished" and s,
+                              10, "Finished status")
+            assert condition(status, "Finished")["reason"] == "Succeeded"
+            assert condition(status, "PodsReady")["status"] == "True"
+            cq = wait_for(lambda: (c := get(sb, "ClusterQueue", "cq", None)) and (c.get("status") or {}).get(
+                "admittedWorkloads") == 0 and c, 5, "ClusterQueue status")
+            assert condition(cq["status"], "Active")["status"] == "True"
+            assert cq["status"]["gpu"] == "0/8"
+    finally:
+        op.stop()
+
+
+def test_embedded_jobset_controller_runs_the_admitted_gang(sandbox_factory: Callable[..., Sandbox]) -> None:
+    from gangq.operator.kube import Credentials
+    from gangq.operator.operator import OperatorThread
+    from tests.operator.helpers import operator_config
+
+    sb = sandbox_factory(nodes="2x{cpu:8,memory:32Gi}")
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}), local_queue("lq", "cq")])
+    op = OperatorThread(Credentials.load(sb.kubeconfig), operator_config(), identity="embedded",
+                        jobset_controller="embedded").start()
+    try:
+        wait_for(lambda: op.leading, 20, "the controller to lead")
+        apply(sb, [jobset("first", "lq", replicas=2, requests={"cpu": 3}, run_seconds=0.5),
+                   jobset("second", "lq", replicas=2, requests={"cpu": 3}, run_seconds=0.5)])
+        wait_for(lambda: finished(sb, "first") and finished(sb, "second"), 30, "both JobSets to complete")
+        for name in ("first", "second"):
+            status = wait_for(lambda n=name: (s := workload_status(sb, n)) and s.get("state") == "Finished" and s,
+                              10, "Finished status")
+            assert condition(status, "Finished")["reason"] == "Succeeded"
+            assert condition(status, "PodsReady")["status"] == "True"
+        jobs = sb.call(sb.store.list, "batch", "jobs", "default")["items"]
+        assert {j["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] for j in jobs} == {"first", "second"}
+    finally:
+        op.stop()
+
+
+def test_write_budget_of_a_short_gang(sandbox_factory: Callable[..., Sandbox]) -> None:
+    """Admitted at once and finished within the status window: the unsuspend, the Admitted Event,
+    the Workload's create and one status write with QuotaReserved, Admitted and Finished."""
+    from tests.operator.helpers import operator_config
+
+    sb = sandbox_factory(cluster=False)
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}, admission_mode="QuotaOnly"),
+               local_queue("lq", "cq")])
+    config = operator_config(status={"workloadDelaySeconds": 2.0, "pendingDelaySeconds": 10.0})
+    op = start_operator(sb, config)
+    try:
+        with FakeJobSetRunner(sb, pods=False):
+            apply(sb, [jobset("quick", "lq", run_seconds=0.3)])
+            status = wait_for(lambda: (s := workload_status(sb, "quick")) and s, 10, "the Workload")
+            assert status["state"] == "Finished"
+            assert {c["type"]: c["status"] for c in status["conditions"]} == {
+                "QuotaReserved": "True", "Admitted": "True", "PodsReady": "False", "Finished": "True"}
+        assert op.controller is not None
+        writes = {k: v for k, v in op.controller.client.writes.items()
+                  if "leases" not in k and "queues/status" not in k}  # per queue, not per workload
+        assert writes == {"PATCH jobsets": 1, "POST events": 1, "POST workloads": 1, "PATCH workloads/status": 1}
+    finally:
+        op.stop()

@@ -1,0 +1,88 @@
+"""``gangq run``: argument errors, and the newcomer's path with the embedded sandbox through kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from gangq.operator.cli import run
+from gangq.sandbox.runtime import free_port
+from tests.operator.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+app = typer.Typer()
+app.command("run")(run)
+
+
+@app.callback()
+def _cb() -> None:
+    """test app"""
+
+
+def test_run_rejects_a_bad_config_file_naming_the_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("podsReady:\n  timeoutSeconds: -5\n")
+    result = CliRunner().invoke(app, ["run", "--config", str(cfg), "--sandbox"])
+    assert result.exit_code == 1
+    assert "podsReady.timeoutSeconds" in result.output
+
+
+def test_run_rejects_unknown_config_keys_and_missing_kubeconfig(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("podsReady:\n  timeout: 5\n")
+    result = CliRunner().invoke(app, ["run", "--config", str(cfg)])
+    assert result.exit_code == 1 and "podsReady.timeout" in result.output
+    result = CliRunner().invoke(app, ["run", "--kubeconfig", str(tmp_path / "nope")])
+    assert result.exit_code == 1 and "no such file" in result.output
+    result = CliRunner().invoke(app, ["run", "--jobset-controller", "sometimes"])
+    assert result.exit_code == 2
+
+
+def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None:
+    port = free_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    env = {**os.environ, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
+    env.pop("KUBECONFIG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gangq.operator", "run", "--sandbox", "--sandbox-port", str(port),
+         "--kubeconfig-out", str(kubeconfig), "--jobset-controller", "external"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )
+    kenv = {**env, "KUBECONFIG": str(kubeconfig)}
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", *args], env=kenv, capture_output=True, text=True, timeout=30)
+
+    try:
+        wait_for(lambda: kubeconfig.exists() and kubectl("get", "lq", "user-queue").returncode == 0, 30,
+                 "the sandbox with the quick-start queues")
+        result = kubectl("apply", "-f", str(ROOT / "examples/jobsets/hello-gang.yaml"))
+        assert result.returncode == 0, result.stderr
+
+        def jobset() -> dict[str, object]:
+            out = kubectl("get", "jobset", "hello-gang", "-o", "json")
+            return json.loads(out.stdout) if out.returncode == 0 else {}
+
+        wait_for(lambda: (jobset().get("spec") or {}).get("suspend") is False, 20, "admission")  # type: ignore[union-attr]
+        wl = wait_for(lambda: "Admitted" in (out := kubectl("get", "wl")).stdout and out.stdout, 20, "kubectl get wl")
+        assert "user-queue" in wl and "cluster-queue" in wl
+        cq = wait_for(lambda: (out := kubectl("get", "cq", "cluster-queue")).stdout.split("\n")[1].split()[-4:-1]
+                      == ["0", "1", "8/32"] and out.stdout, 20, "ClusterQueue columns: pending, admitted, GPU")
+        assert "BestEffortFIFO" in cq
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            output, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    assert f"export KUBECONFIG={kubeconfig}" in output

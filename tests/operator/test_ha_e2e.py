@@ -1,0 +1,85 @@
+"""Restarts and high availability: state rebuilt from the API, nothing admitted twice, one leader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gangq.sandbox.runtime import Sandbox
+from tests.operator.helpers import (
+    FakeJobSetRunner,
+    admitted,
+    apply,
+    cluster_queue,
+    finished,
+    flavor,
+    get,
+    install,
+    jobset,
+    local_queue,
+    start_operator,
+    wait_for,
+)
+
+
+def setup(sb: Sandbox, cpu: int) -> None:
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": cpu}, admission_mode="QuotaOnly"),
+               local_queue("q", "cq")])
+
+
+def test_restart_in_the_middle_of_a_burst(sandbox_factory: Callable[..., Sandbox]) -> None:
+    sb = sandbox_factory(cluster=False)
+    setup(sb, 4)
+    names = [f"burst-{i:02d}" for i in range(24)]
+    with FakeJobSetRunner(sb, pods=False) as runner:
+        op = start_operator(sb, identity="first")
+        apply(sb, [jobset(n, "q", run_seconds=4.0 if i < 4 else 0.3) for i, n in enumerate(names[:12])])
+        wait_for(lambda: sum(admitted(sb, n) for n in names) >= 4, 10, "the first admissions")
+        op.kill()  # crash: keeps the Lease until it expires
+        apply(sb, [jobset(n, "q", run_seconds=0.3) for n in names[12:]])  # arrive while no controller runs
+        before = {n for n in names if admitted(sb, n)}
+        assert before and len(before) <= 4
+        op2 = start_operator(sb, identity="second")
+        try:
+            assert op2.controller is not None
+            still = [n for n in before if not finished(sb, n)]
+            assert still, "the restart should happen while gangs run"
+            states = op2.call(lambda: {n: op2.controller.engine.workload(f"default/{n}").state for n in still})
+            assert set(states.values()) == {"Admitted"}  # recognised from the API, quota kept
+            wait_for(lambda: all(finished(sb, n) for n in names), 40, "every JobSet of the burst to finish")
+            assert runner.concurrent_peak <= 4  # the quota held across the restart
+            assert runner.unsuspends == {f"default/{n}": 1 for n in names}  # nobody admitted twice
+            # the JobSets that were running at the crash kept their quota: admitted once, by the first
+            for n in before:
+                js = get(sb, "JobSet", n)
+                assert js is not None and "gangq.io/admission" in js["metadata"]["annotations"]
+        finally:
+            op2.stop()
+
+
+def test_two_replicas_one_leader(sandbox_factory: Callable[..., Sandbox]) -> None:
+    sb = sandbox_factory(cluster=False)
+    setup(sb, 8)
+    with FakeJobSetRunner(sb, pods=False):
+        first = start_operator(sb, identity="replica-a")
+        from gangq.operator.kube import Credentials
+        from gangq.operator.operator import OperatorThread
+        from tests.operator.helpers import operator_config
+
+        second = OperatorThread(Credentials.load(sb.kubeconfig), operator_config(), identity="replica-b").start()
+        try:
+            apply(sb, [jobset("one", "q", run_seconds=0.3)])
+            wait_for(lambda: finished(sb, "one"), 10, "the leader to admit")
+            assert first.leading and not second.leading and second.controller is None
+            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", "default", "gangq-controller")
+            assert lease["spec"]["holderIdentity"] == "replica-a"
+            first.kill()  # the standby takes over once the lease expires (2 s)
+            wait_for(lambda: second.leading, 10, "the standby to lead")
+            apply(sb, [jobset("two", "q", run_seconds=0.3)])
+            wait_for(lambda: finished(sb, "two"), 10, "the new leader to admit")
+            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", "default", "gangq-controller")
+            assert lease["spec"]["holderIdentity"] == "replica-b"
+            assert lease["spec"]["leaseTransitions"] == 1
+        finally:
+            second.stop()
+            first.stop()
