@@ -7,9 +7,10 @@ resourceVersion makes every handler step take 5 s; the latency bounds below catc
 
 from __future__ import annotations
 
+import logging
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,19 @@ CRD = {
         "group": GROUP,
         "scope": "Namespaced",
         "names": {"plural": PLURAL, "singular": "gizmo", "kind": "Gizmo"},
-        "versions": [{
-            "name": VERSION, "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-        }],
+        "versions": [
+            {
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
     },
 }
 
-OPERATOR = textwrap.dedent('''
+OPERATOR = textwrap.dedent("""
     import asyncio
     import kopf
 
@@ -67,7 +73,7 @@ OPERATOR = textwrap.dedent('''
         kopf.info(body, reason="Heartbeat", message="the daemon is running")
         while not stopped:
             await asyncio.sleep(0.1)
-''')
+""")
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> float:
@@ -78,6 +84,17 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> float:
             return time.monotonic() - t0
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(autouse=True)
+def _kopf_logs_at_info() -> Iterator[None]:
+    """The assertions read kopf's INFO lines; another test in the process (``gangq run`` through
+    typer's CliRunner) may have raised the kopf logger's level."""
+    logger = logging.getLogger("kopf")
+    level = logger.level
+    logger.setLevel(logging.NOTSET)
+    yield
+    logger.setLevel(level)
 
 
 def test_kopf_operator_handlers_finalizers_status_events_daemon(
@@ -104,8 +121,11 @@ def test_kopf_operator_handlers_finalizers_status_events_daemon(
     with KopfRunner(["run", "--standalone", "--verbose", "--all-namespaces", str(op)], timeout=60) as runner:
         time.sleep(1.0)  # let kopf list + start watching
         sb.call(store.create, GROUP, PLURAL, {"metadata": {"name": "g1"}, "spec": {"size": 1}}, namespace="default")
-        took = wait_for(lambda: ((gizmo() or {}).get("status") or {}).get("on_create") == {"size": 1}, 10,
-                        "the create handler's result in status")
+        took = wait_for(
+            lambda: ((gizmo() or {}).get("status") or {}).get("on_create") == {"size": 1},
+            10,
+            "the create handler's result in status",
+        )
         timings["create"] = took
         assert took < 3.0, f"create handler took {took:.1f}s (a consistency stall?)"
         g = gizmo()
