@@ -100,6 +100,10 @@ class Runner:
         self.created: dict[str, float] = {}
         self.admitted: dict[str, float] = {}
         self.completed: dict[str, float] = {}
+        self.running: dict[str, float] = {}  # name -> when its current run started
+        self.timers: dict[str, asyncio.Task[None]] = {}
+        self.used_before: dict[str, float] = {}  # seconds run before evictions
+        self.evictions = 0
         self.writes = {"create jobsets.jobset.x-k8s.io": 0, "patch jobsets.jobset.x-k8s.io/status": 0}
         self.done = asyncio.Event()
         self.errors: list[str] = []
@@ -136,6 +140,7 @@ class Runner:
     async def complete(self, session: aiohttp.ClientSession, name: str, runtime: float) -> None:
         await asyncio.sleep(runtime)
         finished_at = time.monotonic()
+        self.timers.pop(name, None)
         status = {"status": {"terminalState": "Completed", "conditions": [{
             "type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
@@ -147,6 +152,7 @@ class Runner:
                 self.errors.append(f"complete {name}: {r.status}")
             self.writes["patch jobsets.jobset.x-k8s.io/status"] += 1
         self.completed[name] = finished_at
+        self.used_before[name] = self.used_before.get(name, 0.0) + finished_at - self.running.pop(name, finished_at)
         if len(self.completed) == len(self.plan):
             self.done.set()
 
@@ -170,11 +176,25 @@ class Runner:
                     if ev["type"] == "BOOKMARK":
                         continue
                     name = obj["metadata"]["name"]
-                    if name in self.info and name not in self.admitted and obj["spec"].get("suspend") is False:
-                        self.admitted[name] = time.monotonic()
+                    if name not in self.info or name in self.completed:
+                        continue
+                    running = obj["spec"].get("suspend") is False
+                    now = time.monotonic()
+                    if running and name not in self.running:
+                        self.admitted.setdefault(name, now)  # time to admission: the first one
+                        self.running[name] = now
                         task = asyncio.ensure_future(self.complete(session, name, self.info[name][3]))
+                        self.timers[name] = task
                         tasks.add(task)
                         task.add_done_callback(tasks.discard)
+                    elif not running and name in self.running:
+                        # evicted before its runtime was over: the cpu was used until now; it runs
+                        # its whole runtime again once re-admitted (Kueue's runner restarts it too)
+                        self.used_before[name] = self.used_before.get(name, 0.0) + now - self.running.pop(name)
+                        self.evictions += 1
+                        timer = self.timers.pop(name, None)
+                        if timer is not None:
+                            timer.cancel()
 
 
 def plan(scale: float) -> tuple[list[tuple[float, str, str, str, int, float]], list[str]]:
@@ -269,11 +289,14 @@ def main() -> None:
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128)) as session:
                 await runner.run(session)
 
+        runner_cpu0 = time.process_time()
         asyncio.run(go())
+        runner_cpu = time.process_time() - runner_cpu0
         # let the controller flush the status writes it delays (status.workloadDelaySeconds) before counting
         delay = float((config.get("status") or {}).get("workloadDelaySeconds", 2.0))
         time.sleep(delay + 3.0)
         cpu_s, rss_mb = proc_stats(controller.pid)
+        sandbox_cpu = proc_stats(sb._proc.pid)[0] if sb._proc is not None else None
         with urllib.request.urlopen(sb.url + "/debug/requests") as r:
             counters = json.loads(r.read())
     finally:
@@ -289,7 +312,7 @@ def main() -> None:
     used: dict[str, float] = {}
     waits: dict[str, list[float]] = {c: [] for c, *_ in CLASSES}
     for name, (queue, cls, cpu, _) in runner.info.items():
-        used[queue] = used.get(queue, 0.0) + cpu * (runner.completed[name] - runner.admitted[name])
+        used[queue] = used.get(queue, 0.0) + cpu * runner.used_before[name]
         waits[cls].append(runner.admitted[name] - runner.created[name])
     by_resource: dict[str, int] = {}
     for row in counters["requests"]:
@@ -308,10 +331,13 @@ def main() -> None:
         "api_writes_per_workload": round(gangq_writes / n, 3),
         "controller_cpu_seconds": round(cpu_s, 2),
         "controller_peak_rss_mb": round(rss_mb, 1),
+        "sandbox_cpu_seconds": round(sandbox_cpu, 2) if sandbox_cpu is not None else None,
+        "runner_cpu_seconds": round(runner_cpu, 2),
         "workloads": n,
+        "evictions_seen_by_runner": runner.evictions,
         "scale": args.scale,
         "writes_by_resource": by_resource,
-        "failed_writes": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
+        "failed_requests": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
         "runner_errors": runner.errors[:20],
         "controller_config": config,
         "engine_alone": baseline,

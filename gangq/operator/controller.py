@@ -69,6 +69,8 @@ WATCHED: Final = (
 )
 NAMESPACED: Final = frozenset({"localqueues", "pods", "jobsets"})
 
+BATCH_WINDOW_SECONDS: Final = 0.005
+
 # Pending reasons that are plain queueing (written lazily); anything else is written promptly.
 ORDINARY_PENDING: Final = frozenset(
     {"Pending", "InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption",
@@ -405,6 +407,10 @@ class Controller:
                     done.discard(getter)
                 self.wakeup.clear()
                 batch = [getter.result()] if getter in done else []
+                if batch and BATCH_WINDOW_SECONDS:
+                    # Events come in bursts (a write's watch event, kopf's per-object workers): a few
+                    # milliseconds more collects them into one scheduling cycle.
+                    await asyncio.sleep(BATCH_WINDOW_SECONDS)
             else:
                 batch = []
             while not self.inbox.empty() and len(batch) < 5000:
@@ -646,6 +652,9 @@ class Controller:
         current = entry.conditions.get("PodsReady", {}).get("status")
         if ready and current != "True":
             self._condition(entry, "PodsReady", True, "PodsReady", f"{running} of {need} pods running", now)
+            if self.telemetry is not None:
+                with contextlib.suppress(Exception):
+                    self.telemetry.metrics.observe_pods_ready(entry.key, now)
             self._mark(entry, now, urgent=True)
 
     def _recorded_admission(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -818,6 +827,9 @@ class Controller:
                 self._maybe_eviction_done(entry, now)
         elif kind == "_admission_failed" and entry.state == "Admitted":
             log.warning("JobSet %s: admission write failed (%s); requeueing", key, obj.get("error"))
+            if self.telemetry is not None and entry.cluster_queue:
+                with contextlib.suppress(Exception):
+                    self.telemetry.metrics.admission_error(entry.cluster_queue, "PatchFailed")
             self._finish_in_engine(key, now)
             entry.state = "Pending"
             entry.admission = None

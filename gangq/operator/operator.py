@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import socket
@@ -68,16 +67,10 @@ def register_jobset_controller(
     registry: kopf.OperatorRegistry, client: KubeClient | None = None, credentials: Credentials | None = None
 ) -> Any:
     """Add the embedded JobSet reconciler's handlers (``gangq.operator.jobset``, issue 6), sharing
-    the controller's client (its rate limit and request metrics). None when it is not installed."""
-    try:
-        module = importlib.import_module("gangq.operator.jobset")
-    except ImportError:
-        log.warning("the embedded JobSet controller is not available; JobSets need an external controller")
-        return None
-    try:
-        return module.register(registry, client=client, credentials=credentials)
-    except TypeError:  # an older register(registry)
-        return module.register(registry)
+    the controller's client (its rate limit and request metrics)."""
+    from gangq.operator import jobset
+
+    return jobset.register(registry, client=client, credentials=credentials)
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -238,9 +231,6 @@ async def run_operator(
                 task.cancel()
         await asyncio.gather(*mine, return_exceptions=True)
         log.debug("stopping kopf")
-        if os.environ.get("GANGQ_DEBUG_TASKS"):
-            for t in asyncio.all_tasks():
-                log.warning("task at kopf stop: %r", t)
         kopf_stop.set()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(kopf_task, timeout=10)

@@ -52,10 +52,8 @@ def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condit
 
 
 def install(sb: Sandbox) -> None:
-    """The gangq CRDs and the JobSet CRD (crds/ when present, else the test fixture)."""
-    paths = sorted(CRD_DIR.glob("gangq.io_*.yaml"))
-    js = CRD_DIR / "jobset.x-k8s.io_jobsets.yaml"
-    paths.append(js if js.exists() else HERE / "jobset_crd_fixture.yaml")
+    """The gangq CRDs and the JobSet CRD (crds/)."""
+    paths = sorted(CRD_DIR.glob("*.yaml"))
     for doc in crd_documents(paths):
         sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", doc)
 

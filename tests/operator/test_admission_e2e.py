@@ -119,3 +119,33 @@ def test_write_budget_of_a_short_gang(sandbox_factory: Callable[..., Sandbox]) -
         assert writes == {"PATCH jobsets": 1, "POST events": 1, "POST workloads": 1, "PATCH workloads/status": 1}
     finally:
         op.stop()
+
+
+def test_metrics_and_readiness_are_served_when_observability_is_on(sandbox_factory: Callable[..., Sandbox]) -> None:
+    import urllib.request
+
+    from gangq.sandbox.runtime import free_port
+    from tests.operator.helpers import operator_config
+
+    sb = sandbox_factory(cluster=False)
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}, admission_mode="QuotaOnly"),
+               local_queue("lq", "cq")])
+    port = free_port()
+    op = start_operator(sb, operator_config(metricsPort=port))
+    try:
+        with FakeJobSetRunner(sb, pods=False):
+            apply(sb, [jobset("measured", "lq", run_seconds=0.2)])
+            wait_for(lambda: finished(sb, "measured"), 10, "the JobSet to finish")
+
+            def scrape() -> str:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    return r.read().decode()
+
+            text = wait_for(lambda: (t := scrape()) and 'gangq_admitted_workloads_total{cluster_queue="cq"} 1.0' in t
+                            and t, 10, "the admission counted")
+            assert 'verb="patch"' in text  # the controller's API requests are counted
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                assert r.status == 200
+    finally:
+        op.stop()

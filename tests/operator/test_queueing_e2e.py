@@ -67,7 +67,7 @@ def test_quota_and_cohort_borrowing(sandbox_factory: Callable[..., Sandbox]) -> 
         assert condition(status, "QuotaReserved")["status"] == "False"
         wait_for(lambda: pending_reason(sb, "s2") == "InsufficientQuota", 10, "s2's pending reason")
         cq = wait_for(lambda: (c := get(sb, "ClusterQueue", "a", None)) and (c.get("status") or {}).get(
-            "admittedWorkloads") == 2 and c, 5, "ClusterQueue a status")
+            "admittedWorkloads") == 2 and c["status"].get("pendingWorkloads") == 1 and c, 5, "ClusterQueue a status")
         usage = cq["status"]["flavorsUsage"][0]["resources"][0]
         assert usage == {"name": "cpu", "total": "6", "borrowed": "2"}
         assert cq["status"]["pendingWorkloads"] == 1
