@@ -93,6 +93,7 @@ def run(
     sandbox_port: int = typer.Option(6443, "--sandbox-port", help="port of the sandbox API server"),
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out", help="where to write the sandbox's kubeconfig (default ~/.kube/gangq-sandbox.yaml)"),  # noqa: B008, E501
     jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz, /readyz and the pending-workloads API here (overrides metricsPort of --config; default 8080)"),  # noqa: E501
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
 ) -> None:
     """Run the gangq controller in the foreground (Ctrl-C stops it)."""
@@ -108,6 +109,8 @@ def run(
     except (SpecError, OSError) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
+    if metrics_port is not None:
+        cfg = cfg.model_copy(update={"metrics_port": metrics_port})
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
     if use_sandbox and kubeconfig is not None:
         console.print("[red]error:[/red] --sandbox and --kubeconfig exclude each other", highlight=False)

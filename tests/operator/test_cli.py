@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import typer
@@ -47,13 +48,13 @@ def test_run_rejects_unknown_config_keys_and_missing_kubeconfig(tmp_path: Path) 
 
 
 def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None:
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     kubeconfig = tmp_path / "kubeconfig"
     env = {**os.environ, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
     env.pop("KUBECONFIG", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangq.operator", "run", "--sandbox", "--sandbox-port", str(port),
-         "--kubeconfig-out", str(kubeconfig), "--jobset-controller", "external"],
+         "--kubeconfig-out", str(kubeconfig), "--jobset-controller", "external", "--metrics-port", str(metrics_port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )
     kenv = {**env, "KUBECONFIG": str(kubeconfig)}
@@ -77,6 +78,10 @@ def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None
         cq = wait_for(lambda: (out := kubectl("get", "cq", "cluster-queue")).stdout.split("\n")[1].split()[-4:-1]
                       == ["0", "1", "8/32"] and out.stdout, 20, "ClusterQueue columns: pending, admitted, GPU")
         assert "BestEffortFIFO" in cq
+        # Issue 7's contract: gangq run serves its metrics on --metrics-port.
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+        assert 'gangq_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
     finally:
         proc.send_signal(signal.SIGINT)
         try:
