@@ -99,6 +99,9 @@ def _builtins() -> list[ResourceInfo]:
         ResourceInfo("", "v1", "events", "Event", short_names=("ev",)),
         ResourceInfo("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
         ResourceInfo("coordination.k8s.io", "v1", "leases", "Lease"),
+        ResourceInfo(
+            "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short_names=("pc",)
+        ),
         ResourceInfo("batch", "v1", "jobs", "Job", categories=("all",), subresources=st, generation=True),
         ResourceInfo(
             "apiextensions.k8s.io",

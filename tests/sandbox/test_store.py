@@ -448,8 +448,13 @@ def test_metadata_validation_is_422_naming_the_field(store: Store) -> None:
     assert "63 characters" in e.message
     e = err(store.create, "", "configmaps", cm("a", annotations={"bad key": "v"}), namespace="default")
     assert e.code == 422 and "metadata.annotations" in e.message
-    e = err(store.create, "", "configmaps", cm("a", ownerReferences=[{"apiVersion": "v1", "kind": "X", "name": "o"}]),
-            namespace="default")
+    e = err(
+        store.create,
+        "",
+        "configmaps",
+        cm("a", ownerReferences=[{"apiVersion": "v1", "kind": "X", "name": "o"}]),
+        namespace="default",
+    )
     assert e.code == 422 and "metadata.ownerReferences.uid" in e.message
     store.create("", "configmaps", cm("a", labels={"example.com/team": "a-1"}), namespace="default")
     e = err(store.patch, "", "configmaps", "default", "a", {"metadata": {"labels": {"x": "has space"}}}, "merge")
@@ -486,8 +491,15 @@ def test_apply_patch_creates_then_merges(store: Store) -> None:
 
 def test_pod_status_subresource_changes_only_status(store: Store) -> None:
     store.create("", "pods", pod("s"), namespace="default")
-    got = store.patch("", "pods", "default", "s", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}},
-                      "merge", subresource="status")
+    got = store.patch(
+        "",
+        "pods",
+        "default",
+        "s",
+        {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}},
+        "merge",
+        subresource="status",
+    )
     assert got["status"]["phase"] == "Running" and "labels" not in got["metadata"]
     got = store.patch("", "pods", "default", "s", {"status": {"phase": "Failed"}}, "merge")
     assert got["status"]["phase"] == "Running"
@@ -518,15 +530,55 @@ def test_fault_helpers_end_watches(store: Store) -> None:
 
 
 def test_status_writes_are_validated_against_the_crd_schema(store: Store) -> None:
-    crd = {**CRD, "spec": {**CRD["spec"], "versions": [{**CRD["spec"]["versions"][0], "schema": {"openAPIV3Schema": {
-        "type": "object",
-        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                       "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}}}}]}}
+    crd = {
+        **CRD,
+        "spec": {
+            **CRD["spec"],
+            "versions": [
+                {
+                    **CRD["spec"]["versions"][0],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
     store.create("apiextensions.k8s.io", "customresourcedefinitions", crd)
     store.create("example.com", "widgets", {"metadata": {"name": "w"}, "spec": {}}, namespace="default")
-    e = err(store.patch, "example.com", "widgets", "default", "w", {"status": {"ready": "yes"}}, "merge",
-            subresource="status")
+    e = err(
+        store.patch,
+        "example.com",
+        "widgets",
+        "default",
+        "w",
+        {"status": {"ready": "yes"}},
+        "merge",
+        subresource="status",
+    )
     assert e.code == 422 and "status.ready" in e.message
-    got = store.patch("example.com", "widgets", "default", "w", {"status": {"ready": True, "junk": 1}}, "merge",
-                      subresource="status")
+    got = store.patch(
+        "example.com", "widgets", "default", "w", {"status": {"ready": True, "junk": 1}}, "merge", subresource="status"
+    )
     assert got["status"] == {"ready": True}
+
+
+def test_priority_classes_are_served_cluster_wide(store: Store) -> None:
+    """gangq reads pods' PriorityClasses (scheduling.k8s.io/v1) for gang priorities."""
+    created = store.create(
+        "scheduling.k8s.io",
+        "priorityclasses",
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+    )
+    assert created["metadata"].get("namespace") is None
+    assert store.get("scheduling.k8s.io", "priorityclasses", None, "high")["value"] == 1000
+    assert store.resource("scheduling.k8s.io", "priorityclasses").short_names == ("pc",)
+    with pytest.raises(ApiError) as err:
+        store.create("scheduling.k8s.io", "priorityclasses", {"metadata": {"name": "high"}, "value": 1})
+    assert err.value.code == 409
