@@ -181,7 +181,6 @@ class Engine:
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
         self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
-        self._last_placed = 0  # pods the last node check placed
 
     # ------------------------------------------------------------------------------------------
     # Cluster configuration events
@@ -989,8 +988,9 @@ class Engine:
             self._charge(wl, cq, a.usage)
             why = ""
             placement: dict[tuple[int, str], int] = {}
+            placed = 0
             if nodes_checked:
-                why, placement = self._place(wl, a, ctx)
+                why, placement, placed = self._place(wl, a, ctx)
             if not why:
                 blocked_by = self._reservation_blocks(heads, wl, ctx.now)
                 if blocked_by is None:
@@ -1001,7 +1001,7 @@ class Engine:
             if why:
                 if not node_failure:
                     node_failure = why
-                short = wl.min_member - self._last_placed
+                short = wl.min_member - placed
                 shortfall = short if not shortfall else min(shortfall, short)
                 node_checked.add(a.index)
             if blocked_by is not None:
@@ -1089,20 +1089,24 @@ class Engine:
         out.sort(key=lambda item: tuple(-v for _, v in sorted(item[1].items())))
         return out
 
-    def _place(self, wl: Workload, a: Assignment, ctx: _Cycle | None) -> tuple[str, dict[tuple[int, str], int]]:
-        """Node check inside the caller's statement: charge the planned pods, or say why not."""
+    def _place(self, wl: Workload, a: Assignment, ctx: _Cycle | None) -> tuple[str, dict[tuple[int, str], int], int]:
+        """Node check inside the caller's statement: charge the planned pods, or say why not.
+        Returns (why not, or "", the planned pods per (pod set, node), how many pods were placed)."""
         pod_sets = self._pod_sets_for(wl, a)
         placement = self.nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
-        self._last_placed = placement.placed
         if placement.placed < wl.min_member:
             sizes = ", ".join(
                 f"{count}× {{{', '.join(f'{format_amount(r, v)} {r}' for r, v in sorted(req.items()))}}}"
                 for _, req, count, _ in pod_sets
             )
             return (
-                f"only {placement.placed} of the {wl.min_member} pods needed together fit on nodes of the "
-                f"assigned flavors ({sizes})"
-            ), {}
+                (
+                    f"only {placement.placed} of the {wl.min_member} pods needed together fit on nodes of the "
+                    f"assigned flavors ({sizes})"
+                ),
+                {},
+                placement.placed,
+            )
         if wl.spec.min_resources:
             pools = {p.pool_id: p for _, _, _, ps in pod_sets for p in ps}
             free = self.nodes.free_in_pools(pools.values())
@@ -1114,10 +1118,14 @@ class Engine:
                 have = free.get(resource, 0) + planned.get(resource, 0)
                 if have < amount:
                     return (
-                        f"minResources needs {format_amount(resource, amount)} {resource} free on nodes of the "
-                        f"assigned flavors, {format_amount(resource, have)} is"
-                    ), {}
-        return "", placement.pods
+                        (
+                            f"minResources needs {format_amount(resource, amount)} {resource} free on nodes of the "
+                            f"assigned flavors, {format_amount(resource, have)} is"
+                        ),
+                        {},
+                        placement.placed,
+                    )
+        return "", placement.pods, placement.placed
 
     def _admit(
         self, cq: ClusterQueueState, wl: Workload, a: Assignment, placement: dict[tuple[int, str], int], ctx: _Cycle
@@ -1258,7 +1266,7 @@ class Engine:
         if not nodes_checked:
             return True
         with Statement(self.quota, self.nodes):
-            why, _ = self._place(wl, a, None)
+            why, _, _ = self._place(wl, a, None)
         return not why
 
     def _preempt(self, cq: ClusterQueueState, wl: Workload, victims: list[Workload], ctx: _Cycle) -> None:
