@@ -56,7 +56,10 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_loads = json.loads
+def _loads(text: str) -> dict[str, Any]:
+    """A stored object from its JSON text (the store only ever stores objects)."""
+    obj: dict[str, Any] = json.loads(text)
+    return obj
 
 FOREGROUND = "foregroundDeletion"
 CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
@@ -158,7 +161,7 @@ def _ts(offset: float) -> str:
 def _copy_in(value: Any, what: str) -> Any:
     """A private deep copy of caller input that is also guaranteed to be plain JSON."""
     try:
-        return _loads(_dumps(value))
+        return json.loads(_dumps(value))
     except (TypeError, ValueError) as e:
         raise bad_request(f"{what} is not valid JSON: {e}") from None
 
@@ -471,7 +474,7 @@ class Store:
 
     def get(self, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any]:
         info = self.resource(group, plural)
-        return _loads(self._entry(info, namespace, name).raw)  # type: ignore[no-any-return]
+        return _loads(self._entry(info, namespace, name).raw)
 
     def get_raw(self, group: str, plural: str, namespace: str | None, name: str) -> str:
         """The stored JSON text of an object (no copy, for the HTTP server)."""
@@ -578,7 +581,7 @@ class Store:
             limit=limit,
             continue_token=continue_token,
         )
-        return _loads(raw)  # type: ignore[no-any-return]
+        return _loads(raw)
 
     def count(self, group: str, plural: str, namespace: str | None = None) -> int:
         info = self.resource(group, plural)
@@ -708,7 +711,7 @@ class Store:
 
     def create(self, group: str, plural: str, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         info = self.resource(group, plural)
-        return _loads(self._create(info, _copy_in(obj, info.kind), namespace).raw)  # type: ignore[no-any-return]
+        return _loads(self._create(info, _copy_in(obj, info.kind), namespace).raw)
 
     def create_raw(self, group: str, plural: str, obj: dict[str, Any], *, namespace: str | None = None) -> str:
         """Like create() but takes ownership of `obj` (no copy) and returns the stored JSON text."""
@@ -942,7 +945,7 @@ class Store:
         subresource: str | None = None,
     ) -> dict[str, Any]:
         info = self.resource(group, plural)
-        return _loads(self._replace(info, namespace, name, _copy_in(obj, info.kind), subresource).raw)  # type: ignore[no-any-return]
+        return _loads(self._replace(info, namespace, name, _copy_in(obj, info.kind), subresource).raw)
 
     def _replace(
         self, info: ResourceInfo, namespace: str | None, name: str, obj: Any, subresource: str | None
@@ -1085,7 +1088,7 @@ class Store:
             patch = self._parse_patch(patch, patch_type)
         else:
             patch = _copy_in(patch, "the patch")
-        return _loads(self._patch(info, namespace, name, patch, patch_type, subresource).raw)  # type: ignore[no-any-return]
+        return _loads(self._patch(info, namespace, name, patch, patch_type, subresource).raw)
 
     def _parse_patch(self, body: bytes | str, patch_type: str) -> Any:
         try:
@@ -1193,7 +1196,7 @@ class Store:
     ) -> dict[str, Any]:
         info = self.resource(group, plural)
         entry = self._delete(info, namespace, name, propagation_policy, grace_period_seconds, preconditions)
-        return _loads(entry.raw)  # type: ignore[no-any-return]
+        return _loads(entry.raw)
 
     def _delete(
         self,
