@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
@@ -71,6 +71,8 @@ _ADMITTED = 0
 _FAILED = 1
 _STOP = 2
 
+# Reasons of a gang that failed for capacity or for a reservation, not for its spec.
+_HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "BlockedByReservation")
 _CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
 
 
@@ -105,11 +107,13 @@ class _Available(dict[FlavorResource, int]):
             value = self.potentials[fr] = self.tree.potential(self.node, fr)
         return value
 
-    def reclaimer(self, engine: Engine, cq: ClusterQueueState, borrowed: list[FlavorResource]) -> Workload | None:
+    def reclaimer(
+        self, engine: Engine, cq: ClusterQueueState, borrowed: list[FlavorResource], ctx: _Cycle
+    ) -> Workload | None:
         key = tuple(borrowed)
         cache = self.reclaimers
         if key not in cache:
-            cache[key] = engine._reclaimer_for(cq, borrowed)
+            cache[key] = engine._reclaimer_for(cq, borrowed, ctx)
         return cache[key]
 
 
@@ -120,8 +124,11 @@ class _Cycle:
         "admitted",
         "available",
         "available_version",
+        "claims",
         "decisions",
         "failed",
+        "memo",
+        "memo_version",
         "now",
         "preempted_in",
         "unplaceable",
@@ -132,12 +139,19 @@ class _Cycle:
         # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
         self.available: dict[str, _Available] = {}
         self.available_version = (-1, -1)
+        # Cohort availability per (node id, flavor-resource), valid for quota version memo_version.
+        self.memo: dict[tuple[int, FlavorResource], int] = {}
+        self.memo_version = -1
         # Request vectors that fit no node of a candidate-pool set this cycle.
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
         self.preempted_in: set[str] = set()
         self.admitted: list[Workload] = []
         self.failed: list[Workload] = []
+        # Per cohort tree (its root): flavor-resource -> ClusterQueue -> the waiting gang through
+        # which that queue reclaims its lent quota. Claims in force when the cycle starts, and
+        # those made during it, hold until the cycle ends (see Engine._reclaimer_for).
+        self.claims: dict[QuotaNode, dict[FlavorResource, dict[str, Workload]]] = {}
         self.decisions = decisions
 
 
@@ -173,6 +187,11 @@ class Engine:
         self._updates: dict[str, None] = {}  # workloads whose pending reason changed
         self._unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
         self._waiting_nodes: dict[str, None] = {}  # ClusterQueues with gangs blocked on nodes
+        self._waiting_reservation: dict[str, None] = {}  # ... with gangs held back by a reservation
+        # Workloads with a runtime limit. While there are none, a reservation has no time: a
+        # starving head holds back its queue until it is admitted (see _holding_head).
+        self._limited: dict[str, None] = {}
+        self._never: dict[str, tuple[tuple[int, int], bool]] = {}  # key -> (versions, never fits)
         self._running_by_end: SortedList = SortedList()  # (end time, seq, key) of bounded runners
         self._drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
         self._version = 0  # bumped on every capacity change (reservation cache key)
@@ -389,12 +408,13 @@ class Engine:
 
     def _capacity_freed_nodes(self) -> None:
         self._version += 1
-        for name in self._waiting_nodes:
-            cq = self.cluster_queues.get(name)
-            if cq is not None:
-                cq.retry = True
-                self._dirty[name] = None
-        self._waiting_nodes.clear()
+        for waiting in (self._waiting_nodes, self._waiting_reservation):
+            for name in waiting:
+                cq = self.cluster_queues.get(name)
+                if cq is not None:
+                    cq.retry = True
+                    self._dirty[name] = None
+            waiting.clear()
 
     # ------------------------------------------------------------------------------------------
     # Workload events
@@ -420,6 +440,10 @@ class Engine:
             self._seq += 1
             wl = Workload(spec, self._seq, now)
         self.workloads[spec.key] = wl
+        if spec.runtime_limit is not None:
+            self._limited[spec.key] = None
+        else:
+            self._limited.pop(spec.key, None)
         if wl.deactivated:
             self._set_reason(wl, "Deactivated", wl.message)
             self._unrouted[wl.key] = wl
@@ -436,19 +460,21 @@ class Engine:
         if wl.state == "Pending":
             self._unqueue(wl)
         else:
-            self._release(wl)
+            self._release(wl, now)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
             self._forget_pods(wl)
         wl.state = "Finished"
         self._updates.pop(key, None)
         self._reservations.pop(key, None)
+        self._limited.pop(key, None)
+        self._never.pop(key, None)
 
     def eviction_done(self, key: str, now: float) -> None:
         """An evicted gang has stopped (JobSet suspended, pods gone): release it and requeue it."""
         wl = self.workloads.get(key)
         if wl is None or wl.state != "Evicting":
             return
-        self._release(wl)
+        self._release(wl, now)
         self._forget_pods(wl)
         wl.state = "Pending"
         wl.admission = None
@@ -552,7 +578,7 @@ class Engine:
         for fr, amount in usage.items():
             self.quota.add_usage(cq.node, fr, amount)
 
-    def _release(self, wl: Workload) -> None:
+    def _release(self, wl: Workload, now: float) -> None:
         """Give back a gang's quota and planned node capacity (bound pods are released by the
         shell's pod deletions)."""
         cq = wl.cq
@@ -575,7 +601,7 @@ class Engine:
             wl.end_time = None
         wl.cq = None
         self._version += 1
-        self._retry_after_release(cq, released)
+        self._retry_after_release(cq, released, now)
         self._capacity_freed_nodes()
         if cq.deleted and not cq.admitted:
             self._forget_cluster_queue(cq)
@@ -586,24 +612,50 @@ class Engine:
             other.retry = True
             self._dirty[other.name] = None
 
-    def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int]) -> None:
-        """Quota came free in ``cq``: retry the queues of its tree that can use any of it.
+    def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int], now: float) -> None:
+        """Quota came free in ``cq``: retry ``cq`` and the queues of its tree that can use some of it."""
+        cq.retry = True
+        self._dirty[cq.name] = None
+        self._retry_others(cq, released, now)
 
-        Another queue can use a released flavor-resource only within its own unused nominal
-        quota, or by borrowing it; borrowing is closed while a lender reclaims it (see
-        :meth:`_reclaimer`). In a busy cohort most releases are reclaimed by the releasing queue's
+    def _retry_others(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
+        """More of ``frs`` may be available to the other queues of ``cq``'s tree: retry those
+        with a queued gang that could use it, and those holding gangs back for a reservation.
+
+        Another queue can use a flavor-resource only within its own unused nominal quota, or by
+        borrowing it, and borrowing is closed while a lender reclaims it (see
+        :meth:`_reclaimer_for`); a queue whose every gang needs more than that amount cannot
+        admit anything new. In a busy cohort most releases are reclaimed by the releasing queue's
         own waiting gang, so this keeps a release from re-trying every queue of the cohort.
         """
+        frs = tuple(frs)
+        available = self.quota.available
         for other in self._tree_queues(cq):
             if other is cq:
+                continue
+            if other.name in self._waiting_reservation:
+                del self._waiting_reservation[other.name]
                 other.retry = True
                 self._dirty[other.name] = None
                 continue
             onode = other.node
-            for fr in released:
-                if fr not in onode.nominal:
+            nominal = onode.nominal
+            holding = self._holding_head(other, now)
+            for fr in frs:
+                if fr not in nominal:
                     continue  # the queue has no quota for it at all
-                if onode.nominal[fr] > onode.usage.get(fr, 0) or self._reclaimer_for(other, [fr]) is None:
+                amount = available(onode, fr)
+                if amount > 0 and self._reclaimer_for(other, [fr]) is not None:
+                    amount = min(amount, nominal[fr] - onode.usage.get(fr, 0))
+                if amount <= 0:
+                    continue
+                if holding is not None:
+                    # Nothing behind the head may pass it: only the head itself could be admitted.
+                    if 0 < holding.totals.get(fr[1], 0) <= amount:
+                        other.retry = True
+                        self._dirty[other.name] = None
+                        break
+                elif other.may_want(fr[1], amount):
                     other.retry = True
                     self._dirty[other.name] = None
                     break
@@ -642,7 +694,10 @@ class Engine:
         decisions: list[Decision] = []
         self._run_timers(now, decisions)
         self._run_drains(now, decisions)
-        self._cycle(now, decisions)
+        # A cycle that admits a lender's waiting gang ends its claim: the queues that may now
+        # borrow get their turn in another cycle at once, not at the next event.
+        while self._cycle(now, decisions) and self._dirty:
+            pass
         for key in self._updates:
             wl = self.workloads.get(key)
             if wl is None or wl.state != "Pending":
@@ -786,9 +841,12 @@ class Engine:
         share = dominant_share(cq.node) if self.config.fair_sharing else 0.0
         return (share, key[0], key[1], key[2])
 
-    def _cycle(self, now: float, decisions: list[Decision]) -> None:
+    def _cycle(self, now: float, decisions: list[Decision]) -> bool:
+        """One scheduling cycle; returns whether it admitted anything."""
         ctx = _Cycle(now, decisions)
-        heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey]]] = []
+        # (head key, push order, next key, queue, its cursor; None: a retry not expanded yet)
+        heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey] | None]]
+        heap = []
         order = 0
         for cq in self._cqs_to_visit():
             if cq.inactive_reason or cq.stopped:
@@ -800,23 +858,41 @@ class Engine:
                 # Quota was exhausted; only new arrivals (which unpark) or freed capacity help.
                 continue
             cq.parked = False
+            self._tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
+            cursor: Iterator[OrderKey] | None
             if cq.strict:
                 cursor = cq.cursor(include_inadmissible=retry)
                 if not retry and cq.inadmissible:
                     cursor = _before(cursor, cq.inadmissible[0])
+                first = next(cursor, None)
+            elif retry and cq.inadmissible:
+                # Which waiting gangs could fit is worked out when the queue's turn comes: by then
+                # the gangs ahead of it in the cycle may have taken what came free.
+                cursor = None
+                first = cq.inadmissible[0] if not cq.active else min(cq.active[0], cq.inadmissible[0])
             else:
                 cursor = self._best_effort_cursor(cq, retry, ctx)
-            first = next(cursor, None)
+                first = next(cursor, None)
             if first is not None:
                 order += 1
                 heapq.heappush(heap, (self._head_key(cq, first), order, first, cq, cursor))
         while heap:
-            _, _, key, cq, cursor = heapq.heappop(heap)
+            head_key, _, key, cq, cursor = heapq.heappop(heap)
+            if cursor is None:
+                cursor = self._best_effort_cursor(cq, True, ctx)
+                first = next(cursor, None)
+                if first is not None:
+                    order += 1
+                    heapq.heappush(heap, ((head_key[0], first[0], first[1], first[2]), order, first, cq, cursor))
+                continue
             wl = self.workloads[key[3]]
+            before = cq.protected_head
             if wl.queued == "inadmissible" and self._fails_again(cq, wl, ctx):
                 outcome = _STOP if cq.strict else _FAILED
             else:
                 outcome = self._try(cq, wl, ctx)
+            if cq.protected_head is not before:
+                self._heads_version += 1
             if outcome == _ADMITTED:
                 ctx.admitted.append(wl)
             else:
@@ -833,6 +909,7 @@ class Engine:
         for wl in ctx.failed:
             if wl.cq is not None and wl.state == "Pending":
                 wl.cq.make_inadmissible(wl)
+        return bool(ctx.admitted)
 
     def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool, ctx: _Cycle) -> Iterator[OrderKey]:
         """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
@@ -840,19 +917,66 @@ class Engine:
         Every gang never tried yet (``active``) is tried once, so it gets a real reason. Gangs
         tried before are retried only after a change (``retry``), and then only those whose demand
         fits what the queue could take now (``candidates``): the work of a retry is proportional
-        to the gangs that could fit, not to the depth of the queue. A gang left out would have
-        failed, and failing has effects, so every waiting gang is looked at, in order, until the
-        queue has a protected head ahead of the next one (the first gang that fails for lack of
-        capacity becomes the head, and its reservation keeps later gangs from starving it) and
-        until the queue has made its preemption attempt of this cycle (the first gang with a
-        preemption target preempts).
+        to the gangs that could fit, not to the depth of the queue. What the queue could take can
+        only shrink during the cycle (admissions use quota; reclaim claims hold until the cycle
+        ends), so the list made at the start holds every gang that could fit later in the cycle.
+        A gang left out would have failed, and failing has effects, so every waiting gang is
+        looked at, in order, until the queue has a protected head at or ahead of the next one (the
+        first gang that fails for lack of capacity becomes the head, and its reservation keeps
+        later gangs from starving it) and until the queue has made its preemption attempt of this
+        cycle (the first gang with a preemption target preempts).
         """
         if not retry:
             return iter(cq.active)
-        candidates = cq.candidates(self._available_by_resource(cq))
+        candidates = cq.candidates(self._candidate_bounds(cq, ctx))
         workloads = self.workloads
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
+        if keys and not (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
+            head = self._holding_head(cq, ctx.now)
+            if head is not None and self._starving(head, ctx.now):
+                # It does not fit now, and cannot later in this cycle (what the queue may take only
+                # shrinks): no gang behind it can be admitted in this cycle.
+                keys = keys[: bisect.bisect_right(keys, head.order_key)]
         return heapq.merge(iter(cq.active), self._retry_keys(cq, keys, ctx))
+
+    def _candidate_bounds(self, cq: ClusterQueueState, ctx: _Cycle) -> list[dict[str, int]]:
+        """Upper bounds (resource → amount) of what one queued gang could take this cycle.
+
+        Per flavor-resource: the available quota, and where another queue's waiting gang claims
+        it back (:meth:`_reclaimer_for`), only the queue's unused nominal quota. A gang with one
+        pod set in a ClusterQueue with one resource group charges all its resources to one
+        flavor: one bound per flavor. Otherwise a resource may be charged to any flavor of its
+        group, or split over them by several pod sets: one bound, the largest (or, with several
+        pod sets, the total) amount per resource.
+        """
+        claims = self._tree_claims(cq, ctx)
+        node = cq.node
+        usage, nominal = node.usage, node.nominal
+        quota = self.quota
+        if ctx.memo_version != quota.version:
+            ctx.memo.clear()
+            ctx.memo_version = quota.version
+        memo = ctx.memo
+        available = quota.available_memo
+        name = cq.name
+        amounts: dict[FlavorResource, int] = {}
+        for fr in cq.flavor_resources:
+            amount = available(node, fr, memo)
+            holders = claims.get(fr)
+            if amount > 0 and holders and (len(holders) > 1 or name not in holders):
+                amount = min(amount, max(0, nominal.get(fr, 0) - usage.get(fr, 0)))
+            amounts[fr] = amount
+        groups = cq.spec.resource_groups
+        if len(groups) == 1 and not cq.multi_pod_set:
+            return [{q.name: amounts[(flavor.name, q.name)] for q in flavor.resources} for flavor in groups[0].flavors]
+        split = cq.multi_pod_set > 0
+        out: dict[str, int] = {}
+        for (_, resource), amount in amounts.items():
+            if split:
+                out[resource] = out.get(resource, 0) + amount
+            elif amount > out.get(resource, -1):
+                out[resource] = amount
+        return [out]
 
     def _retry_keys(self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle) -> Iterator[OrderKey]:
         """The waiting gangs to retry, lazily: see :meth:`_best_effort_cursor`."""
@@ -860,17 +984,17 @@ class Engine:
         if not inadmissible:
             return
         may_preempt = self._may_preempt(cq)
-        last: OrderKey = inadmissible[0]
+        last: OrderKey | None = None
         for key in inadmissible:  # not changed before the end of the cycle
-            if key is not last and not (may_preempt and cq.name not in ctx.preempted_in):
+            if not (may_preempt and cq.name not in ctx.preempted_in):
                 head = cq.head()
-                if head is not None and head.order_key <= last:
+                if head is not None and head.order_key <= key:
                     break
             yield key
             last = key
         else:
             return
-        yield from keys[bisect.bisect_right(keys, last) :]
+        yield from (keys if last is None else keys[bisect.bisect_right(keys, last) :])
 
     def _fails_again(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
         """Whether a retried gang is known to fail, without building assignments and messages or
@@ -879,9 +1003,20 @@ class Engine:
         (try it) wherever it cannot tell. Not applied before the queue's preemption attempt of
         this cycle, since preemption is how a gang that does not fit gets in.
         """
-        if wl.reason not in ("InsufficientQuota", "InsufficientNodes") or (
-            self._may_preempt(cq) and cq.name not in ctx.preempted_in
-        ):
+        if self._may_preempt(cq) and cq.name not in ctx.preempted_in:
+            return False
+        if wl.reason in _HELD_BACK:
+            head = cq.head()
+            if head is not None and head.order_key < wl.order_key and self._starving(head, ctx.now):
+                # Every path of _try ends before admission: at quota, at nodes, or at this head's
+                # reservation. Retry when capacity comes free anywhere (a superset of the others),
+                # unless the head holds the queue until it is admitted (which retries the queue).
+                if self._limited:
+                    self._waiting_reservation[cq.name] = None
+                if wl.reason != "BlockedByReservation":
+                    self._set_reason(wl, "BlockedByReservation", self._blocked_message(head, ctx.now))
+                return True
+        if wl.reason not in ("InsufficientQuota", "InsufficientNodes"):
             return False
         options = self._options(cq, wl)
         if options.why:
@@ -920,7 +1055,7 @@ class Engine:
                 preempt = True
                 if stop_at_preempt:
                     break
-            elif not borrowed or available.reclaimer(self, cq, borrowed) is None:
+            elif not borrowed or available.reclaimer(self, cq, borrowed, ctx) is None:
                 unblocked.append(index)
         if not listed:
             return False  # never fits: _try says so
@@ -940,7 +1075,7 @@ class Engine:
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
-        self._note_head(cq, wl)
+        self._note_head(cq, wl, ctx)
         return True
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
@@ -949,13 +1084,19 @@ class Engine:
         for key in list(cq.ordered()):
             self._set_reason(self.workloads[key[3]], reason, message)
 
-    def _note_head(self, cq: ClusterQueueState, wl: Workload) -> None:
-        """Keep ``protected_head``: the first capacity-blocked gang in queue order."""
+    def _note_head(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> None:
+        """Keep ``protected_head``: the first capacity-blocked gang in queue order.
+
+        A new head's reclaim claims join the cycle's at once (the cycle compares heads before and
+        after each gang it tries and bumps ``_heads_version`` when they differ).
+        """
         head = cq.head()
         if head is None or wl.order_key < head.order_key:
             cq.protected_head = wl
             self._protected[cq.name] = None
-            self._heads_version += 1
+            claims = ctx.claims.get(cq.node.root())
+            if claims is not None:
+                self._add_claims(claims, cq, wl)
 
     # ------------------------------------------------------------------------------------------
     # Trying one workload
@@ -963,7 +1104,8 @@ class Engine:
 
     def _try(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
         """Try to admit ``wl`` now; on failure record why. Returns _ADMITTED, _FAILED or _STOP."""
-        if cq.protected_head is wl:
+        was_head = cq.protected_head is wl
+        if was_head:
             cq.protected_head = None
         cands = self._assignments(cq, wl)
         if cands.never_fits:
@@ -980,7 +1122,7 @@ class Engine:
         reclaimer: Workload | None = None
         for a in quota_ok:
             if a.borrowing:
-                reclaimer = self._reclaimer(cq, a)
+                reclaimer = self._reclaimer(cq, a, ctx)
                 if reclaimer is not None:
                     continue
             heads = [(h, self._reservation(h, ctx.now)) for h in self._heads_in_scope(cq, wl, a)]
@@ -995,7 +1137,7 @@ class Engine:
                 blocked_by = self._reservation_blocks(heads, wl, ctx.now)
                 if blocked_by is None:
                     stmt.commit()
-                    self._admit(cq, wl, a, placement, ctx)
+                    self._admit(cq, wl, a, placement, ctx, was_head)
                     return _ADMITTED
             stmt.discard()
             if why:
@@ -1008,7 +1150,9 @@ class Engine:
                 break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
-            self._note_head(cq, wl)
+            if blocked_by is not self._holding_head(cq, ctx.now):
+                self._waiting_reservation[cq.name] = None
+            self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             assert reclaimer.cq is not None
@@ -1017,7 +1161,7 @@ class Engine:
                 "InsufficientQuota",
                 f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
             )
-            self._note_head(cq, wl)
+            self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
@@ -1029,7 +1173,7 @@ class Engine:
             if victims is not None:
                 self._preempt(cq, wl, victims, ctx)
                 return _STOP if cq.strict else _FAILED
-        self._note_head(cq, wl)
+        self._note_head(cq, wl, ctx)
         if node_failure and len(wl.spec.pod_sets) == 1 and shortfall > 0:
             wl.node_mark = NodeMark(freed_seq, shortfall, (self._config_version, cq.name), frozenset(node_checked))
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
@@ -1128,7 +1272,13 @@ class Engine:
         return "", placement.pods, placement.placed
 
     def _admit(
-        self, cq: ClusterQueueState, wl: Workload, a: Assignment, placement: dict[tuple[int, str], int], ctx: _Cycle
+        self,
+        cq: ClusterQueueState,
+        wl: Workload,
+        a: Assignment,
+        placement: dict[tuple[int, str], int],
+        ctx: _Cycle,
+        was_head: bool,
     ) -> None:
         now = ctx.now
         wl.state = "Admitted"
@@ -1146,9 +1296,11 @@ class Engine:
         wl.message = f"admitted by ClusterQueue {cq.name!r}" + (" (borrowing)" if a.borrowing else "")
         cq.admitted[wl.key] = wl
         cq.admitted_total += 1
-        if cq.head() is wl:
-            cq.protected_head = None
-            self._retry_tree(cq)
+        if was_head:
+            # Its claims on lent quota and its reservation end: others may borrow or pass now.
+            cq.retry = True
+            self._dirty[cq.name] = None
+            self._retry_others(cq, [fr for fr in cq.node.nominal if wl.totals.get(fr[1])], now)
         self._reservations.pop(wl.key, None)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit
@@ -1285,7 +1437,7 @@ class Engine:
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
         wl.victims = tuple(v.key for v in victims)
-        self._note_head(cq, wl)
+        self._note_head(cq, wl, ctx)
         self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
 
     # ------------------------------------------------------------------------------------------
@@ -1318,6 +1470,45 @@ class Engine:
                 return head
         return None
 
+    def _holding_head(self, cq: ClusterQueueState, now: float) -> Workload | None:
+        """The queue's head if it holds back every gang behind it for as long as it waits: it has
+        waited past the starvation timeout, could fit an empty cluster, and no workload has a
+        runtime limit (so no reservation time lets a gang backfill ahead of it)."""
+        head = cq.head()
+        if (
+            head is None
+            or self._limited
+            or now - head.pending_since < self.config.starvation_timeout
+            or self._never_fits(cq, head)
+        ):
+            return None
+        return head
+
+    def _never_fits(self, cq: ClusterQueueState, wl: Workload) -> bool:
+        """Could ``wl`` not fit even an empty cluster (quota potential, node capacity)? From specs
+        only, so cached until the configuration or the nodes change."""
+        versions = (self._config_version, self.nodes.spec_version)
+        cached = self._never.get(wl.key)
+        if cached is not None and cached[0] == versions:
+            return cached[1]
+        cands = self._assignments(cq, wl)
+        never = (
+            cands.never_fits
+            or not cands.assignments
+            or (cq.spec.admission_mode == "QuotaAndNodes" and not self._fits_empty_nodes(wl, cands))
+        )
+        self._never[wl.key] = (versions, never)
+        return never
+
+    def _starving(self, head: Workload, now: float) -> bool:
+        """Does ``head`` hold back every later gang in its scope (see :meth:`_reservation_blocks`)?
+        True when it has no reservation time (no runtime limits to compute one) and has waited
+        longer than the starvation timeout, yet could fit an empty cluster."""
+        if now - head.pending_since < self.config.starvation_timeout:
+            return False
+        info = self._reservation(head, now)
+        return info.time is None and not info.never
+
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
         if not self._protected:
             return
@@ -1330,7 +1521,7 @@ class Engine:
             if h.order_key < wl.order_key and any(fr[1] in h.totals for fr in a.usage):
                 yield h
 
-    def _reclaimer(self, cq: ClusterQueueState, a: Assignment) -> Workload | None:
+    def _reclaimer(self, cq: ClusterQueueState, a: Assignment, ctx: _Cycle) -> Workload | None:
         """A waiting gang of another queue that is entitled to the quota ``a`` would borrow.
 
         A ClusterQueue's nominal quota is its own: while it lends it out and has a gang waiting
@@ -1340,11 +1531,30 @@ class Engine:
         """
         node = cq.node
         borrowed = [fr for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)]
-        return self._reclaimer_for(cq, borrowed)
+        return self._reclaimer_for(cq, borrowed, ctx)
 
-    def _reclaimer_for(self, cq: ClusterQueueState, borrowed: list[FlavorResource]) -> Workload | None:
-        """The protected head of another queue in ``cq``'s tree that reclaims one of ``borrowed``."""
+    def _reclaimer_for(
+        self, cq: ClusterQueueState, borrowed: list[FlavorResource], ctx: _Cycle | None = None
+    ) -> Workload | None:
+        """The waiting gang of another queue in ``cq``'s tree that claims back one of ``borrowed``.
+
+        Within a cycle (``ctx``) a claim, once in force, holds until the cycle ends, even if the
+        claimant is admitted meanwhile: what a queue may take then only shrinks during a cycle,
+        so the cycle can tell at its start which gangs could fit at all (the claimant's queue
+        retries the others in the next cycle, which :meth:`schedule` runs at once).
+        """
         if not borrowed:
+            return None
+        if ctx is not None:
+            claims = self._tree_claims(cq, ctx)
+            if claims:
+                name = cq.name
+                for fr in borrowed:
+                    holders = claims.get(fr)
+                    if holders:
+                        for holder, head in holders.items():
+                            if holder != name:
+                                return head
             return None
         for other, head in self._other_heads(cq):
             onode = other.node
@@ -1353,6 +1563,36 @@ class Engine:
                 if need and onode.usage.get(fr, 0) + need <= onode.nominal.get(fr, 0):
                     return head
         return None
+
+    def _tree_claims(self, cq: ClusterQueueState, ctx: _Cycle) -> dict[FlavorResource, dict[str, Workload]]:
+        """The reclaim claims of ``cq``'s tree in this cycle (computed on first use)."""
+        root = cq.node.root()
+        claims = ctx.claims.get(root)
+        if claims is None:
+            claims = ctx.claims[root] = {}
+            if self._protected and root is not cq.node:
+                for other in self._tree_queues(cq):
+                    if other.protected_head is not None:
+                        head = other.head()
+                        if head is not None:
+                            self._add_claims(claims, other, head)
+        return claims
+
+    @staticmethod
+    def _add_claims(claims: dict[FlavorResource, dict[str, Workload]], cq: ClusterQueueState, head: Workload) -> None:
+        """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``: those it
+        needs and that fit within the queue's unused nominal quota."""
+        node = cq.node
+        usage = node.usage
+        totals = head.totals
+        for fr, nominal in node.nominal.items():
+            need = totals.get(fr[1], 0)
+            if need and usage.get(fr, 0) + need <= nominal:
+                holders = claims.get(fr)
+                if holders is None:
+                    claims[fr] = {cq.name: head}
+                else:
+                    holders.setdefault(cq.name, head)
 
     def _reservation(self, head: Workload, now: float) -> _Reservation:
         """When ``head`` will fit (cached until capacity changes).

@@ -26,34 +26,57 @@ from gangq.core.workload import OrderKey, Workload
 class _DemandClass:
     """Queued gangs that request the same set of resources, sorted by their total of each."""
 
-    __slots__ = ("by_resource", "keys")
+    __slots__ = ("by_resource", "keys", "resources", "vectors")
 
     def __init__(self, resources: tuple[str, ...]) -> None:
+        self.resources = resources
         self.keys: SortedList = SortedList()
         self.by_resource: dict[str, SortedList] = {r: SortedList() for r in resources}
+        # Each gang's total of every resource, in ``resources`` order, for the exact filter.
+        self.vectors: dict[OrderKey, tuple[int, ...]] = {}
 
     def add(self, key: OrderKey, totals: dict[str, int]) -> None:
         self.keys.add(key)
+        self.vectors[key] = tuple(totals[r] for r in self.resources)
         for resource, entries in self.by_resource.items():
             entries.add((totals[resource], key))
 
     def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
         self.keys.remove(key)
+        del self.vectors[key]
         for resource, entries in self.by_resource.items():
             entries.remove((totals[resource], key))
 
-    def fitting(self, available: dict[str, int]) -> Iterator[OrderKey]:
+    def fitting(self, bound: dict[str, int]) -> Iterator[OrderKey]:
+        """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
+
+        The resource that leaves the fewest gangs selects them from its sorted index; the others
+        filter that selection exactly.
+        """
         if not self.by_resource:
             return iter(self.keys)
         best_count = -1
         best: SortedList | None = None
-        for resource, entries in self.by_resource.items():
-            count = entries.bisect_left((available.get(resource, 0) + 1,))
+        limits = tuple(bound.get(r, 0) for r in self.resources)
+        for resource, limit in zip(self.resources, limits, strict=True):
+            entries = self.by_resource[resource]
+            count = entries.bisect_left((limit + 1,))
             if best is None or count < best_count:
                 best_count, best = count, entries
                 if count == 0:
-                    break
-        return (key for _, key in best.islice(0, best_count)) if best is not None else iter(())
+                    return iter(())
+        assert best is not None
+        vectors = self.vectors
+        return (
+            key
+            for _, key in best.islice(0, best_count)
+            if all(v <= b for v, b in zip(vectors[key], limits, strict=True))
+        )
+
+    def min_total(self, resource: str) -> int | None:
+        """The smallest total of ``resource`` among these gangs (None: they do not request it)."""
+        entries = self.by_resource.get(resource)
+        return entries[0][0] if entries else None
 
 
 class ClusterQueueState:
@@ -135,18 +158,31 @@ class ClusterQueueState:
             if not demand.keys:
                 del self.demand[signature]
 
-    def candidates(self, available: dict[str, int]) -> list[OrderKey]:
-        """Queued gangs whose demand of every requested resource fits ``available``, in queue order.
+    def candidates(self, bounds: list[dict[str, int]]) -> list[OrderKey]:
+        """Queued gangs whose demand fits one of ``bounds`` (resource → amount), in queue order.
 
         Gangs are grouped by the set of resources they request; within a group every gang requests
-        each of them, so the resource that leaves the fewest candidates filters the group. A gang not
-        in the list cannot fit now (it needs more of some resource than is available).
+        each of them, so the resource that leaves the fewest candidates selects and the others
+        filter. A gang not in the list needs more of some resource than every bound allows.
         """
-        out: list[OrderKey] = []
-        for demand in self.demand.values():
-            out.extend(demand.fitting(available))
+        if len(bounds) == 1:
+            out = [key for demand in self.demand.values() for key in demand.fitting(bounds[0])]
+        else:
+            seen: dict[OrderKey, None] = {}
+            for bound in bounds:
+                for demand in self.demand.values():
+                    seen.update(dict.fromkeys(demand.fitting(bound)))
+            out = list(seen)
         out.sort()
         return out
+
+    def may_want(self, resource: str, amount: int) -> bool:
+        """Could a queued gang that requests ``resource`` need no more of it than ``amount``?"""
+        for demand in self.demand.values():
+            least = demand.min_total(resource)
+            if least is not None and least <= amount:
+                return True
+        return False
 
     def push(self, wl: Workload) -> None:
         self._index(wl, True)

@@ -277,6 +277,25 @@ class QuotaTree:
             from_parent = min(from_parent, cap)
         return local + max(0, from_parent)
 
+    def available_memo(self, node: QuotaNode, fr: FlavorResource, memo: dict[tuple[int, FlavorResource], int]) -> int:
+        """:meth:`available`, with the cohorts' answers kept in ``memo`` (keyed by node id and
+        flavor-resource) for the caller to reuse while usage does not change."""
+        used = node.usage.get(fr, 0)
+        parent = node.parent
+        if parent is None:
+            return max(0, node.subtree.get(fr, 0) - used)
+        key = (id(parent), fr)
+        from_parent = memo.get(key)
+        if from_parent is None:
+            from_parent = memo[key] = self.available_memo(parent, fr, memo)
+        g = node.guaranteed.get(fr, 0)
+        local = max(0, g - used)
+        limit = node.borrowing_limit.get(fr)
+        if limit is not None:
+            stored = node.subtree.get(fr, 0) - g
+            from_parent = min(from_parent, stored - max(0, used - g) + limit)
+        return local + max(0, from_parent)
+
     def potential(self, node: QuotaNode, fr: FlavorResource) -> int:
         """The most ``fr`` the node could ever hold if nothing else in its tree used any.
 
