@@ -334,3 +334,25 @@ def test_node_added_later_wakes_gangs_waiting_for_nodes() -> None:
     assert admitted(e.schedule(1)) == []
     e.upsert_node(NodeSpec("a100-extra", {"cpu": 64000, GPU: 8}, {"pool": "a100"}))
     assert admitted(e.schedule(2)) == ["g"]
+
+
+def test_a_lenders_claim_lasts_its_cycle_and_borrowers_get_the_rest_in_the_same_call() -> None:
+    """While a's gang waits within a's nominal quota, b may not borrow a's quota. When a's gang is
+    admitted, the claim still holds for that cycle; schedule() runs another cycle at once, in
+    which b borrows what is left, so b's gang does not wait for the next event."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 256, 12)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("b1", "b", 1, 8, t=0), 0)
+    e.submit(gang("b2", "b", 1, 4, t=0.5), 0)  # borrows 4 of a's 12
+    assert sorted(admitted(e.schedule(1))) == ["b1", "b2"]
+    e.submit(gang("a1", "a", 1, 10, t=1), 1)  # 8 free in the cohort: waits, claims a's quota
+    e.submit(gang("b3", "b", 1, 2, t=2), 1)  # 2 would be free to borrow, but a claims them
+    assert admitted(e.schedule(2)) == []
+    view = e.workload("ns/b3")
+    assert view is not None and view.reason == "InsufficientQuota"
+    assert "reclaiming" in view.message
+    e.finish("ns/b2", 3)
+    decisions = e.schedule(4)
+    assert admitted(decisions) == ["a1", "b3"]
