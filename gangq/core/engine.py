@@ -501,6 +501,86 @@ class Engine:
             self.delete_pod(pod_key)
         wl.pods.clear()
 
+    def restore(
+        self, spec: WorkloadSpec, cluster_queue: str, flavors: list[dict[str, str]], now: float
+    ) -> tuple[Admission | None, str]:
+        """Put back a gang that was admitted before a restart, with the flavors it was given.
+
+        Its pods run with those flavors' node labels, so it is charged exactly there (choosing
+        again could pick another flavor and charge quota the pods do not use). ``flavors`` has one
+        mapping (resource → flavor) per pod set, in order; report the gang's pods after it.
+        Returns the admission, or None and why it cannot be restored (unknown or inactive
+        ClusterQueue, a flavor the queue does not have, or more than the queue may take now); the
+        shell then suspends the gang and queues it.
+        """
+        spec.validate()
+        existing = self.workloads.get(spec.key)
+        if existing is not None and existing.state != "Pending":
+            return existing.admission, ""
+        cq = self.cluster_queues.get(cluster_queue)
+        if cq is None or cq.deleted:
+            return None, f"ClusterQueue {cluster_queue!r} does not exist"
+        if cq.inactive_reason:
+            return None, f"ClusterQueue {cluster_queue!r} is inactive: {cq.inactive_reason}"
+        if len(flavors) != len(spec.pod_sets):
+            return None, f"the admission names {len(flavors)} pod sets, the workload has {len(spec.pod_sets)}"
+        usage: dict[FlavorResource, int] = {}
+        for ps, mapping in zip(spec.pod_sets, flavors, strict=True):
+            for resource, amount in ps.requests.items():
+                if amount <= 0 or ps.count == 0:
+                    continue
+                flavor = mapping.get(resource)
+                fr = (flavor or "", resource)
+                if flavor is None or fr not in cq.node.nominal:
+                    return None, (
+                        f"pod set {ps.name!r}: ClusterQueue {cluster_queue!r} has no quota for {resource} in "
+                        f"flavor {flavor!r}"
+                    )
+                usage[fr] = usage.get(fr, 0) + amount * ps.count
+        for fr, need in usage.items():
+            if need > self.quota.available(cq.node, fr):
+                return None, (
+                    f"needs {format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]}; ClusterQueue "
+                    f"{cluster_queue!r} has {format_amount(fr[1], self.quota.available(cq.node, fr))} available"
+                )
+        if existing is not None:
+            self._unqueue(existing)
+            self.workloads.pop(spec.key, None)
+        self._seq += 1
+        wl = Workload(spec, self._seq, now)
+        self.workloads[spec.key] = wl
+        if spec.runtime_limit is not None:
+            self._limited[spec.key] = None
+        for fr, need in usage.items():
+            self.quota.add_usage(cq.node, fr, need)
+        wl.cq = cq
+        borrowing = any(cq.node.usage.get(fr, 0) > cq.node.nominal.get(fr, 0) for fr in usage)
+        pod_sets = tuple(
+            PodSetAssignment(ps.name, ps.count, dict(mapping), dict(ps.requests), {})
+            for ps, mapping in zip(spec.pod_sets, flavors, strict=True)
+        )
+        admission = Admission(wl.key, cq.name, pod_sets, borrowing, now, dict(usage))
+        wl.state = "Admitted"
+        wl.usage = usage
+        wl.admission = admission
+        wl.admitted_at = now
+        wl.admit_count = 1
+        wl.message = f"admitted by ClusterQueue {cq.name!r} (restored)"
+        cq.admitted[wl.key] = wl
+        cq.admitted_total += 1
+        if spec.runtime_limit is not None:
+            wl.end_time = now + spec.runtime_limit
+            self._running_by_end.add((wl.end_time, wl.seq, wl.key))
+        for pod_key in list(existing.pods) if existing is not None else ():
+            pod = self.pods.get(pod_key)
+            if pod is not None:  # reported while it was queued: now they are an admitted gang's pods
+                self.delete_pod(pod_key)
+                self.update_pod(pod)
+        self._version += 1
+        if self.config.pods_ready_timeout is not None:
+            self._add_timer(now + self.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
+        return admission, ""
+
     def reactivate(self, key: str, now: float) -> None:
         """Put a deactivated workload back in its queue (an admin's explicit decision)."""
         wl = self.workloads.get(key)

@@ -356,3 +356,39 @@ def test_a_lenders_claim_lasts_its_cycle_and_borrowers_get_the_rest_in_the_same_
     e.finish("ns/b2", 3)
     decisions = e.schedule(4)
     assert admitted(decisions) == ["a1", "b3"]
+
+
+def test_restore_charges_the_recorded_flavors_not_a_new_choice() -> None:
+    """After a restart the shell puts back admitted gangs with the flavors their pods run with;
+    the engine must charge those, even where its own choice today would be another flavor."""
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_nodes(e, "h100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16), quota("h100", 256, 16)])
+    spec = gang("g", "q", 1, 8)
+    admission, why = e.restore(spec, "q", [{"cpu": "h100", GPU: "h100"}], 5)
+    assert why == "" and admission is not None
+    assert admission.usage == {("h100", "cpu"): 1000, ("h100", GPU): 8}
+    cq = e.cluster_queue("q")
+    assert cq is not None
+    assert cq.usage[("h100", GPU)] == 8 and cq.usage.get(("a100", GPU), 0) == 0
+    # Nothing is admitted twice: restoring again or scheduling leaves one admission.
+    assert e.restore(spec, "q", [{"cpu": "h100", GPU: "h100"}], 6)[0] is admission
+    assert admitted(e.schedule(7)) == []
+    e.finish("ns/g", 8)
+    cq = e.cluster_queue("q")
+    assert cq is not None and cq.usage.get(("h100", GPU), 0) == 0
+
+
+def test_restore_refuses_with_a_reason_when_the_gang_no_longer_fits_or_the_flavor_is_unknown() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 8)])
+    admission, why = e.restore(gang("big", "q", 2, 8), "q", [{"cpu": "a100", GPU: "a100"}], 1)
+    assert admission is None and "16 nvidia.com/gpu" in why
+    admission, why = e.restore(gang("g", "q", 1, 8), "q", [{"cpu": "h100", GPU: "h100"}], 1)
+    assert admission is None and "flavor 'h100'" in why
+    admission, why = e.restore(gang("g", "nope", 1, 8), "nope", [{"cpu": "a100", GPU: "a100"}], 1)
+    assert admission is None and "'nope' does not exist" in why
+    cq = e.cluster_queue("q")
+    assert cq is not None and not any(cq.usage.values())
