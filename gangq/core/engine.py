@@ -131,6 +131,7 @@ class _Cycle:
         "memo_version",
         "now",
         "preempted_in",
+        "stopped",
         "unplaceable",
     )
 
@@ -146,6 +147,8 @@ class _Cycle:
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
         self.preempted_in: set[str] = set()
+        # StrictFIFO queues that stopped at a head this cycle, and that head.
+        self.stopped: dict[ClusterQueueState, Workload] = {}
         self.admitted: list[Workload] = []
         self.failed: list[Workload] = []
         # Per cohort tree (its root): flavor-resource -> ClusterQueue -> the waiting gang through
@@ -928,7 +931,9 @@ class Engine:
         heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey] | None]]
         heap = []
         order = 0
+        visited: list[ClusterQueueState] = []
         for cq in self._cqs_to_visit():
+            visited.append(cq)
             if cq.inactive_reason or cq.stopped:
                 self._mark_all(cq)
                 continue
@@ -978,6 +983,7 @@ class Engine:
             else:
                 ctx.failed.append(wl)
                 if outcome == _STOP:
+                    ctx.stopped[cq] = wl
                     continue
             nxt = next(cursor, None)
             if nxt is not None:
@@ -989,7 +995,27 @@ class Engine:
         for wl in ctx.failed:
             if wl.cq is not None and wl.state == "Pending":
                 wl.cq.make_inadmissible(wl)
+        for cq in visited:
+            if cq.fresh:
+                head = ctx.stopped.get(cq)
+                if head is None and cq.inadmissible:
+                    head = self.workloads.get(cq.inadmissible[0][3])
+                self._tell_blocked(cq, head)
         return bool(ctx.admitted)
+
+    def _tell_blocked(self, cq: ClusterQueueState, head: Workload | None) -> None:
+        """StrictFIFO: gangs queued behind the head that stopped the queue were not tried; say so."""
+        fresh = cq.fresh
+        cq.fresh = []
+        if head is None:
+            return
+        message = (
+            f"StrictFIFO ClusterQueue {cq.name!r}: {head.key}, ahead in the queue, cannot be admitted yet "
+            f"({head.reason}), and nothing may pass it"
+        )
+        for wl in fresh:
+            if wl.cq is cq and wl.state == "Pending" and wl.reason == "Pending" and head.order_key < wl.order_key:
+                self._set_reason(wl, "BlockedByHead", message)
 
     def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool, ctx: _Cycle) -> Iterator[OrderKey]:
         """BestEffortFIFO: the gangs worth trying this cycle, in queue order.

@@ -90,6 +90,7 @@ class ClusterQueueState:
         "demand",
         "evicted_total",
         "flavor_resources",
+        "fresh",
         "inactive_reason",
         "inadmissible",
         "multi_pod_set",
@@ -125,6 +126,8 @@ class ClusterQueueState:
         self.demand: dict[tuple[str, ...], _DemandClass] = {}
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
         self.multi_pod_set = 0
+        # StrictFIFO: gangs queued since the queue's last cycle (to tell them what blocks them).
+        self.fresh: list[Workload] = []
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -190,6 +193,8 @@ class ClusterQueueState:
         wl.queued = "active"
         wl.cq = self
         self.parked = False
+        if self.spec.queueing_strategy == "StrictFIFO":
+            self.fresh.append(wl)
 
     def push_inadmissible(self, wl: Workload) -> None:
         self._index(wl, True)

@@ -108,6 +108,27 @@ def test_strict_fifo_head_blocks_best_effort_lets_others_pass() -> None:
         assert admitted(e.schedule(2)) == expected, strategy
 
 
+def test_strict_fifo_tells_the_gangs_behind_a_blocked_head_what_blocks_them() -> None:
+    e = engine()
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 16)], strategy="StrictFIFO")
+    e.submit(gang("running", "q", 1, 8), 0)
+    assert admitted(e.schedule(1)) == ["running"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)
+    e.submit(gang("small", "q", 1, 4, t=2), 1)
+    e.schedule(2)
+    e.submit(gang("later", "q", 1, 4, t=3), 3)  # arrives while the head is already blocked
+    e.schedule(3)
+    for key in ("ns/small", "ns/later"):
+        view = e.workload(key)
+        assert view is not None and view.reason == "BlockedByHead", key
+        assert "ns/head" in view.message and "StrictFIFO" in view.message
+    head = e.workload("ns/head")
+    assert head is not None and head.reason == "InsufficientQuota"
+    e.finish("ns/running", 4)
+    assert admitted(e.schedule(5)) == ["head"]
+
+
 def test_flavor_order_and_fallback_to_the_next_flavor() -> None:
     e = engine()
     add_nodes(e, "a100", 1)
