@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
@@ -712,7 +712,8 @@ class Engine:
         own waiting gang, so this keeps a release from re-trying every queue of the cohort.
         """
         frs = tuple(frs)
-        available = self.quota.available
+        claims: dict[FlavorResource, dict[str, Workload]] | None = None
+        memo: dict[tuple[int, FlavorResource], int] = {}
         for other in self._tree_queues(cq):
             if other is cq:
                 continue
@@ -723,13 +724,32 @@ class Engine:
                 continue
             onode = other.node
             nominal = onode.nominal
+            if self._may_preempt(other):
+                # More free quota can also make a preemption possible: retry if it can use any.
+                if any(
+                    fr in nominal and (nominal[fr] > onode.usage.get(fr, 0) or self._reclaimer_for(other, [fr]) is None)
+                    for fr in frs
+                ):
+                    other.retry = True
+                    self._dirty[other.name] = None
+                continue
             holding = self._holding_head(other, now)
+            if claims is None:
+                claims = self._claims_now(cq)
+
+            def amount_of(
+                fr: FlavorResource,
+                other: ClusterQueueState = other,
+                claims: dict[FlavorResource, dict[str, Workload]] = claims,
+            ) -> int:
+                return self._amount(other, fr, claims, memo)
+
+            if holding is None and not self._may_fit_any(other, amount_of):
+                continue
             for fr in frs:
                 if fr not in nominal:
                     continue  # the queue has no quota for it at all
-                amount = available(onode, fr)
-                if amount > 0 and self._reclaimer_for(other, [fr]) is not None:
-                    amount = min(amount, nominal[fr] - onode.usage.get(fr, 0))
+                amount = amount_of(fr)
                 if amount <= 0:
                     continue
                 if holding is not None:
@@ -742,6 +762,34 @@ class Engine:
                     other.retry = True
                     self._dirty[other.name] = None
                     break
+
+    def _amount(
+        self,
+        cq: ClusterQueueState,
+        fr: FlavorResource,
+        claims: Mapping[FlavorResource, Mapping[str, Workload]],
+        memo: dict[tuple[int, FlavorResource], int],
+    ) -> int:
+        """How much of ``fr`` a gang of ``cq`` could take: the available quota, or only the unused
+        nominal quota where another queue's waiting gang claims the rest back (``claims``);
+        ``memo`` keeps the cohorts' availability while usage does not change."""
+        node = cq.node
+        amount = self.quota.available_memo(node, fr, memo)
+        holders = claims.get(fr)
+        if amount > 0 and holders and (len(holders) > 1 or cq.name not in holders):
+            amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
+        return amount
+
+    def _claims_now(self, cq: ClusterQueueState) -> dict[FlavorResource, dict[str, Workload]]:
+        """The reclaim claims of ``cq``'s tree as they are now (outside a cycle)."""
+        claims: dict[FlavorResource, dict[str, Workload]] = {}
+        if self._protected and cq.node.root() is not cq.node:
+            for other in self._tree_queues(cq):
+                if other.protected_head is not None:
+                    head = other.head()
+                    if head is not None:
+                        self._add_claims(claims, other, head)
+        return claims
 
     def _tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
         """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
@@ -1056,26 +1104,26 @@ class Engine:
         pod sets, the total) amount per resource.
         """
         claims = self._tree_claims(cq, ctx)
-        node = cq.node
-        usage, nominal = node.usage, node.nominal
         quota = self.quota
         if ctx.memo_version != quota.version:
             ctx.memo.clear()
             ctx.memo_version = quota.version
         memo = ctx.memo
-        available = quota.available_memo
-        name = cq.name
         amounts: dict[FlavorResource, int] = {}
-        for fr in cq.flavor_resources:
-            amount = available(node, fr, memo)
-            holders = claims.get(fr)
-            if amount > 0 and holders and (len(holders) > 1 or name not in holders):
-                amount = min(amount, max(0, nominal.get(fr, 0) - usage.get(fr, 0)))
-            amounts[fr] = amount
-        groups = cq.spec.resource_groups
-        if len(groups) == 1 and not cq.multi_pod_set:
-            return [{q.name: amounts[(flavor.name, q.name)] for q in flavor.resources} for flavor in groups[0].flavors]
+
+        def amount_of(fr: FlavorResource) -> int:
+            amount = amounts[fr] = self._amount(cq, fr, claims, memo)
+            return amount
+
         split = cq.multi_pod_set > 0
+        if not self._may_fit_any(cq, amount_of):
+            return []
+        for fr in cq.flavor_resources:
+            if fr not in amounts:
+                amount_of(fr)
+        groups = cq.spec.resource_groups
+        if len(groups) == 1 and not split:
+            return [{q.name: amounts[(flavor.name, q.name)] for q in flavor.resources} for flavor in groups[0].flavors]
         out: dict[str, int] = {}
         for (_, resource), amount in amounts.items():
             if split:
@@ -1084,23 +1132,39 @@ class Engine:
                 out[resource] = amount
         return [out]
 
+    @staticmethod
+    def _may_fit_any(cq: ClusterQueueState, amount_of: Callable[[FlavorResource], int]) -> bool:
+        """False if some resource that every queued gang of ``cq`` requests is available (per
+        ``amount_of``) in smaller amounts than the least of them needs: then none can fit."""
+        split = cq.multi_pod_set > 0
+        for resource, least in cq.least_common_demand():
+            values = [amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())]
+            if (sum(values) if split else max(values, default=0)) < least:
+                return False
+        return True
+
     def _retry_keys(self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle) -> Iterator[OrderKey]:
-        """The waiting gangs to retry, lazily: see :meth:`_best_effort_cursor`."""
-        inadmissible = cq.inadmissible
-        if not inadmissible:
-            return
+        """The waiting gangs to retry, lazily, in queue order: each next one is the next waiting
+        gang while the queue has no protected head at or ahead of it, or has not made its
+        preemption attempt of this cycle; otherwise the next candidate (see
+        :meth:`_best_effort_cursor`). Decided at each step, since trying a gang can admit the head
+        or make a new one."""
+        inadmissible = cq.inadmissible  # not changed before the end of the cycle
+        n, m = len(inadmissible), len(keys)
+        i = j = 0
         may_preempt = self._may_preempt(cq)
-        last: OrderKey | None = None
-        for key in inadmissible:  # not changed before the end of the cycle
+        while i < n:
+            key = inadmissible[i]
             if not (may_preempt and cq.name not in ctx.preempted_in):
                 head = cq.head()
                 if head is not None and head.order_key <= key:
-                    break
+                    j = bisect.bisect_left(keys, key, j)
+                    if j == m:
+                        return
+                    key = keys[j]
             yield key
-            last = key
-        else:
-            return
-        yield from (keys if last is None else keys[bisect.bisect_right(keys, last) :])
+            i = inadmissible.bisect_right(key)
+            j = bisect.bisect_right(keys, key, j)
 
     def _fails_again(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
         """Whether a retried gang is known to fail, without building assignments and messages or
@@ -1675,13 +1739,7 @@ class Engine:
         root = cq.node.root()
         claims = ctx.claims.get(root)
         if claims is None:
-            claims = ctx.claims[root] = {}
-            if self._protected and root is not cq.node:
-                for other in self._tree_queues(cq):
-                    if other.protected_head is not None:
-                        head = other.head()
-                        if head is not None:
-                            self._add_claims(claims, other, head)
+            claims = ctx.claims[root] = self._claims_now(cq)
         return claims
 
     @staticmethod

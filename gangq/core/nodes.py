@@ -70,9 +70,15 @@ class NodeState:
 
 
 class NodePool:
-    """Nodes that share labels and taints, indexed by free capacity."""
+    """Nodes that share labels and taints, indexed by free capacity.
 
-    __slots__ = ("index", "key_resources", "labels", "nodes", "pool_id", "taints")
+    ``index`` sorts schedulable nodes by their free capacity of the key resources in order, then
+    name; ``by_resource`` sorts them by the free capacity of each key resource alone, so that a pod
+    whose first key resource is not the scarce one (a cpu-only pod on GPU nodes, a GPU pod where
+    cpu runs out first) is found without scanning every node that has enough of the first.
+    """
+
+    __slots__ = ("by_resource", "index", "key_resources", "labels", "nodes", "pool_id", "taints")
 
     def __init__(
         self, pool_id: int, labels: Mapping[str, str], taints: Sequence[Taint], key_resources: tuple[str, ...]
@@ -82,39 +88,70 @@ class NodePool:
         self.taints = taints
         self.key_resources = key_resources
         self.index: SortedList = SortedList()
+        self.by_resource: tuple[SortedList, ...] = tuple(SortedList() for _ in key_resources)
         self.nodes: dict[str, NodeState] = {}
 
     def node_key(self, node: NodeState) -> tuple[Any, ...]:
         free = node.free
         return (*(free.get(r, 0) for r in self.key_resources), node.name)
 
+    def _insert(self, node: NodeState) -> None:
+        key = node.key = self.node_key(node)
+        self.index.add(key)
+        name = node.name
+        for i, entries in enumerate(self.by_resource):
+            entries.add((key[i], name))
+
+    def _delete(self, node: NodeState) -> None:
+        key = node.key
+        self.index.remove(key)
+        name = node.name
+        for i, entries in enumerate(self.by_resource):
+            entries.remove((key[i], name))
+
     def add(self, node: NodeState) -> None:
         self.nodes[node.name] = node
         node.pool = self
         if node.schedulable:
-            node.key = self.node_key(node)
-            self.index.add(node.key)
+            self._insert(node)
 
     def remove(self, node: NodeState) -> None:
         self.nodes.pop(node.name, None)
         if node.schedulable:
-            self.index.remove(node.key)
+            self._delete(node)
         node.pool = None
 
     def reindex(self, node: NodeState) -> None:
         if node.schedulable:
-            self.index.remove(node.key)
-            node.key = self.node_key(node)
-            self.index.add(node.key)
+            self._delete(node)
+            self._insert(node)
 
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
-        """The node with the least free capacity (in key order) that still fits ``requests``."""
-        index = self.index
-        first = requests.get(self.key_resources[0], 0)
-        start = index.bisect_left((first,))
+        """A node that fits ``requests`` with the least free capacity of the scarcest resource.
+
+        The key resource with the fewest nodes that have enough of it selects the nodes to scan:
+        when it is the first key resource, in key order (least free first, by each key resource
+        in turn), otherwise in order of that resource's free capacity. None if no node fits.
+        """
+        best_i = -1
+        best_count = best_start = 0
+        for i, (resource, entries) in enumerate(zip(self.key_resources, self.by_resource, strict=True)):
+            start = entries.bisect_left((requests.get(resource, 0),))
+            count = len(entries) - start
+            if count == 0:
+                return None
+            if best_i < 0 or count < best_count:
+                best_i, best_count, best_start = i, count, start
         nodes = self.nodes
-        for key in index.islice(start):
-            node = nodes[key[-1]]
+        if best_i <= 0:
+            index = self.index
+            for key in index.islice(index.bisect_left((requests.get(self.key_resources[0], 0),))):
+                node = nodes[key[-1]]
+                if node.fits(requests):
+                    return node
+            return None
+        for _, name in self.by_resource[best_i].islice(best_start):
+            node = nodes[name]
             if node.fits(requests):
                 return node
         return None

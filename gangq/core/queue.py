@@ -91,6 +91,7 @@ class ClusterQueueState:
         "evicted_total",
         "flavor_resources",
         "fresh",
+        "frs_by_resource",
         "inactive_reason",
         "inadmissible",
         "multi_pod_set",
@@ -114,6 +115,7 @@ class ClusterQueueState:
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None
         self.flavor_resources: tuple[FlavorResource, ...] = ()
+        self.frs_by_resource: dict[str, tuple[FlavorResource, ...]] = {}
         # The starving gang that holds a reservation (see Engine._reservation), or None.
         self.protected_head: Workload | None = None
         self.deleted = False
@@ -137,6 +139,10 @@ class ClusterQueueState:
             for flavor in group.flavors
             for quota in flavor.resources
         )
+        by_resource: dict[str, list[FlavorResource]] = {}
+        for fr in self.flavor_resources:
+            by_resource.setdefault(fr[1], []).append(fr)
+        self.frs_by_resource = {r: tuple(frs) for r, frs in by_resource.items()}
 
     @property
     def strict(self) -> bool:
@@ -178,6 +184,22 @@ class ClusterQueueState:
             out = list(seen)
         out.sort()
         return out
+
+    def least_common_demand(self) -> Iterator[tuple[str, int]]:
+        """(resource, smallest total of it) for each resource that every queued gang requests."""
+        demands = list(self.demand.values())
+        if not demands:
+            return
+        for resource in demands[0].resources:
+            least = None
+            for demand in demands:
+                total = demand.min_total(resource)
+                if total is None:
+                    break
+                least = total if least is None else min(least, total)
+            else:
+                if least is not None:
+                    yield resource, least
 
     def may_want(self, resource: str, amount: int) -> bool:
         """Could a queued gang that requests ``resource`` need no more of it than ``amount``?"""
