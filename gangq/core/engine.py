@@ -127,8 +127,6 @@ class _Cycle:
         "claims",
         "decisions",
         "failed",
-        "memo",
-        "memo_version",
         "now",
         "preempted_in",
         "stopped",
@@ -140,9 +138,6 @@ class _Cycle:
         # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
         self.available: dict[str, _Available] = {}
         self.available_version = (-1, -1)
-        # Cohort availability per (node id, flavor-resource), valid for quota version memo_version.
-        self.memo: dict[tuple[int, FlavorResource], int] = {}
-        self.memo_version = -1
         # Request vectors that fit no node of a candidate-pool set this cycle.
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
@@ -713,7 +708,6 @@ class Engine:
         """
         frs = tuple(frs)
         claims: dict[FlavorResource, dict[str, Workload]] | None = None
-        memo: dict[tuple[int, FlavorResource], int] = {}
         for other in self._tree_queues(cq):
             if other is cq:
                 continue
@@ -742,7 +736,7 @@ class Engine:
                 other: ClusterQueueState = other,
                 claims: dict[FlavorResource, dict[str, Workload]] = claims,
             ) -> int:
-                return self._amount(other, fr, claims, memo)
+                return self._amount(other, fr, claims)
 
             if holding is None and not self._may_fit_any(other, amount_of):
                 continue
@@ -768,13 +762,11 @@ class Engine:
         cq: ClusterQueueState,
         fr: FlavorResource,
         claims: Mapping[FlavorResource, Mapping[str, Workload]],
-        memo: dict[tuple[int, FlavorResource], int],
     ) -> int:
         """How much of ``fr`` a gang of ``cq`` could take: the available quota, or only the unused
-        nominal quota where another queue's waiting gang claims the rest back (``claims``);
-        ``memo`` keeps the cohorts' availability while usage does not change."""
+        nominal quota where another queue's waiting gang claims the rest back (``claims``)."""
         node = cq.node
-        amount = self.quota.available_memo(node, fr, memo)
+        amount = self.quota.available(node, fr)
         holders = claims.get(fr)
         if amount > 0 and holders and (len(holders) > 1 or cq.name not in holders):
             amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
@@ -1104,15 +1096,10 @@ class Engine:
         pod sets, the total) amount per resource.
         """
         claims = self._tree_claims(cq, ctx)
-        quota = self.quota
-        if ctx.memo_version != quota.version:
-            ctx.memo.clear()
-            ctx.memo_version = quota.version
-        memo = ctx.memo
         amounts: dict[FlavorResource, int] = {}
 
         def amount_of(fr: FlavorResource) -> int:
-            amount = amounts[fr] = self._amount(cq, fr, claims, memo)
+            amount = amounts[fr] = self._amount(cq, fr, claims)
             return amount
 
         split = cq.multi_pod_set > 0
@@ -1295,7 +1282,7 @@ class Engine:
                 reclaimer = self._reclaimer(cq, a, ctx)
                 if reclaimer is not None:
                     continue
-            heads = [(h, self._reservation(h, ctx.now)) for h in self._heads_in_scope(cq, wl, a)]
+            in_scope = list(self._heads_in_scope(cq, wl, a))
             stmt = Statement(self.quota, self.nodes)
             self._charge(wl, cq, a.usage)
             why = ""
@@ -1303,6 +1290,21 @@ class Engine:
             placed = 0
             if nodes_checked:
                 why, placement, placed = self._place(wl, a, ctx)
+            heads: list[tuple[Workload, _Reservation]] = []
+            if not why and in_scope:
+                # The heads' reservations are computed without this gang: most gangs fail before
+                # this point, so they are worked out only now, after undoing and then redoing the
+                # gang's charge and placement (deterministic) if one is not cached.
+                cached = [self._cached_reservation(h) for h in in_scope]
+                if all(info is not None for info in cached):
+                    heads = [(h, info) for h, info in zip(in_scope, cached, strict=True) if info is not None]
+                else:
+                    stmt.discard()
+                    heads = [(h, self._reservation(h, ctx.now)) for h in in_scope]
+                    stmt = Statement(self.quota, self.nodes)
+                    self._charge(wl, cq, a.usage)
+                    if nodes_checked:
+                        why, placement, placed = self._place(wl, a, ctx)
             if not why:
                 blocked_by = self._reservation_blocks(heads, wl, ctx.now)
                 if blocked_by is None:
@@ -1363,8 +1365,8 @@ class Engine:
             wl.choices = cached
         return cached[2]
 
-    def _assignments(self, cq: ClusterQueueState, wl: Workload) -> Candidates:
-        return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl))
+    def _assignments(self, cq: ClusterQueueState, wl: Workload, messages: bool = True) -> Candidates:
+        return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl), messages)
 
     def _available_by_resource(self, cq: ClusterQueueState) -> dict[str, int]:
         """An upper bound of what one queued gang could take now, per resource.
@@ -1661,7 +1663,7 @@ class Engine:
         cached = self._never.get(wl.key)
         if cached is not None and cached[0] == versions:
             return cached[1]
-        cands = self._assignments(cq, wl)
+        cands = self._assignments(cq, wl, messages=False)
         never = (
             cands.never_fits
             or not cands.assignments
@@ -1758,6 +1760,10 @@ class Engine:
                 else:
                     holders.setdefault(cq.name, head)
 
+    def _cached_reservation(self, head: Workload) -> _Reservation | None:
+        cached = self._reservations.get(head.key)
+        return cached if cached is not None and cached.version == self._version else None
+
     def _reservation(self, head: Workload, now: float) -> _Reservation:
         """When ``head`` will fit (cached until capacity changes).
 
@@ -1773,7 +1779,7 @@ class Engine:
             return cached
         cq = head.cq
         assert cq is not None
-        cands = self._assignments(cq, head)
+        cands = self._assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
             result = _Reservation(self._version, None, True)
@@ -1856,7 +1862,7 @@ class Engine:
         with a runtime limit ending by then has ended?"""
         cq = head.cq
         assert cq is not None
-        cands = self._assignments(cq, head)
+        cands = self._assignments(cq, head, messages=False)
         with Statement(self.quota, self.nodes):
             released = self._release_victims(head, exclude)
             for _end, _, key in self._running_by_end.irange(maximum=(time, 1 << 62, "\uffff")):

@@ -95,8 +95,11 @@ def _group_options(
     return options, ""
 
 
-def classify(tree: QuotaTree, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> tuple[int, str]:
-    """Quota class of charging ``usage`` to ClusterQueue ``node``, and why it is not ``FIT``."""
+def classify(
+    tree: QuotaTree, node: QuotaNode, usage: Mapping[FlavorResource, int], messages: bool = True
+) -> tuple[int, str]:
+    """Quota class of charging ``usage`` to ClusterQueue ``node``, and (with ``messages``) why it
+    is not ``FIT``."""
     mode = FIT
     message = ""
     for fr, need in usage.items():
@@ -110,8 +113,10 @@ def classify(tree: QuotaTree, node: QuotaNode, usage: Mapping[FlavorResource, in
         if need <= tree.potential(node, fr):
             if mode < PREEMPT:
                 mode = PREEMPT
-                message = explain(tree, node, fr, need, avail)
+                message = explain(tree, node, fr, need, avail) if messages else ""
             continue
+        if not messages:
+            return NO_FIT, ""
         return NO_FIT, (
             f"needs {format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]}, more than ClusterQueue "
             f"{node.name!r} can ever get ({format_amount(fr[1], tree.potential(node, fr))})"
@@ -213,8 +218,11 @@ def flavor_options(
     return FlavorOptions(combos, usages, "")
 
 
-def assignments(tree: QuotaTree, node: QuotaNode, cq: ClusterQueueSpec, options: FlavorOptions) -> Candidates:
-    """All flavor assignments of a gang worth trying, in preference order (see module doc)."""
+def assignments(
+    tree: QuotaTree, node: QuotaNode, cq: ClusterQueueSpec, options: FlavorOptions, messages: bool = True
+) -> Candidates:
+    """All flavor assignments of a gang worth trying, in preference order (see module doc);
+    without ``messages`` the reasons are left empty (for what-ifs that only need the modes)."""
     if options.why:
         return Candidates([], True, options.why)
     result: list[Assignment] = []
@@ -224,7 +232,7 @@ def assignments(tree: QuotaTree, node: QuotaNode, cq: ClusterQueueSpec, options:
     stop_at_preempt = cq.flavor_fungibility.when_can_preempt == "MayStopSearch"
     for index, (combo, usage) in enumerate(zip(options.combos, options.usages, strict=True)):
         a = Assignment(combo, usage, index)
-        a.mode, a.message = classify(tree, node, usage)
+        a.mode, a.message = classify(tree, node, usage, messages)
         a.borrowing = a.mode == BORROW
         if a.mode != NO_FIT:
             never = False

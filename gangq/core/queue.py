@@ -88,12 +88,14 @@ class ClusterQueueState:
         "admitted_total",
         "deleted",
         "demand",
+        "demand_version",
         "evicted_total",
         "flavor_resources",
         "fresh",
         "frs_by_resource",
         "inactive_reason",
         "inadmissible",
+        "least_cache",
         "multi_pod_set",
         "name",
         "node",
@@ -126,6 +128,8 @@ class ClusterQueueState:
         # each resource, so "which queued gangs could fit what is available?" is answered without
         # trying them.
         self.demand: dict[tuple[str, ...], _DemandClass] = {}
+        self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
+        self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
         self.multi_pod_set = 0
         # StrictFIFO: gangs queued since the queue's last cycle (to tell them what blocks them).
@@ -153,6 +157,7 @@ class ClusterQueueState:
         return self.spec.stop_policy != "None"
 
     def _index(self, wl: Workload, add: bool) -> None:
+        self.demand_version += 1
         if len(wl.spec.pod_sets) > 1:
             self.multi_pod_set += 1 if add else -1
         totals = wl.totals
@@ -185,12 +190,15 @@ class ClusterQueueState:
         out.sort()
         return out
 
-    def least_common_demand(self) -> Iterator[tuple[str, int]]:
-        """(resource, smallest total of it) for each resource that every queued gang requests."""
+    def least_common_demand(self) -> list[tuple[str, int]]:
+        """(resource, smallest total of it) for each resource that every queued gang requests
+        (cached until a gang joins or leaves the queue)."""
+        version, cached = self.least_cache
+        if version == self.demand_version:
+            return cached
+        out: list[tuple[str, int]] = []
         demands = list(self.demand.values())
-        if not demands:
-            return
-        for resource in demands[0].resources:
+        for resource in demands[0].resources if demands else ():
             least = None
             for demand in demands:
                 total = demand.min_total(resource)
@@ -199,7 +207,9 @@ class ClusterQueueState:
                 least = total if least is None else min(least, total)
             else:
                 if least is not None:
-                    yield resource, least
+                    out.append((resource, least))
+        self.least_cache = (self.demand_version, out)
+        return out
 
     def may_want(self, resource: str, amount: int) -> bool:
         """Could a queued gang that requests ``resource`` need no more of it than ``amount``?"""

@@ -94,7 +94,7 @@ class QuotaNode:
 class QuotaTree:
     """All quota nodes; computes availability and tracks usage."""
 
-    __slots__ = ("cluster_queues", "cohorts", "log", "version")
+    __slots__ = ("_memo", "_memo_version", "cluster_queues", "cohorts", "log", "version")
 
     def __init__(self) -> None:
         self.cluster_queues: dict[str, QuotaNode] = {}
@@ -103,6 +103,9 @@ class QuotaTree:
         self.version = 0
         # Undo log of the open statement, if any: (ClusterQueue node, flavor-resource, delta).
         self.log: list[tuple[QuotaNode, FlavorResource, int]] | None = None
+        # Cohort availability per (id of the cohort node, flavor-resource), valid for _memo_version.
+        self._memo: dict[tuple[int, FlavorResource], int] = {}
+        self._memo_version = -1
 
     # -- structure -------------------------------------------------------------------------------
 
@@ -262,38 +265,29 @@ class QuotaTree:
             node.usage[fr] = new
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
-        """How much more of ``fr`` the node may take now, borrowing included."""
+        """How much more of ``fr`` the node may take now, borrowing included.
+
+        The cohorts' answers are kept until usage or quota next changes: the queues of a cohort
+        ask about the same pool many times between two changes.
+        """
         used = node.usage.get(fr, 0)
         parent = node.parent
         if parent is None:
             return max(0, node.subtree.get(fr, 0) - used)
+        if self._memo_version != self.version:
+            self._memo.clear()
+            self._memo_version = self.version
+        key = (id(parent), fr)
+        from_parent = self._memo.get(key)
+        if from_parent is None:
+            from_parent = self._memo[key] = self.available(parent, fr)
         g = node.guaranteed.get(fr, 0)
         local = max(0, g - used)
-        from_parent = self.available(parent, fr)
         limit = node.borrowing_limit.get(fr)
         if limit is not None:
             stored = node.subtree.get(fr, 0) - g
             cap = stored - max(0, used - g) + limit
             from_parent = min(from_parent, cap)
-        return local + max(0, from_parent)
-
-    def available_memo(self, node: QuotaNode, fr: FlavorResource, memo: dict[tuple[int, FlavorResource], int]) -> int:
-        """:meth:`available`, with the cohorts' answers kept in ``memo`` (keyed by node id and
-        flavor-resource) for the caller to reuse while usage does not change."""
-        used = node.usage.get(fr, 0)
-        parent = node.parent
-        if parent is None:
-            return max(0, node.subtree.get(fr, 0) - used)
-        key = (id(parent), fr)
-        from_parent = memo.get(key)
-        if from_parent is None:
-            from_parent = memo[key] = self.available_memo(parent, fr, memo)
-        g = node.guaranteed.get(fr, 0)
-        local = max(0, g - used)
-        limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            stored = node.subtree.get(fr, 0) - g
-            from_parent = min(from_parent, stored - max(0, used - g) + limit)
         return local + max(0, from_parent)
 
     def potential(self, node: QuotaNode, fr: FlavorResource) -> int:
