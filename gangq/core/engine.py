@@ -738,8 +738,6 @@ class Engine:
             ) -> int:
                 return self._amount(other, fr, claims)
 
-            if holding is None and not self._may_fit_any(other, amount_of):
-                continue
             for fr in frs:
                 if fr not in nominal:
                     continue  # the queue has no quota for it at all
@@ -753,8 +751,10 @@ class Engine:
                         self._dirty[other.name] = None
                         break
                 elif other.may_want(fr[1], amount):
-                    other.retry = True
-                    self._dirty[other.name] = None
+                    # Some gang could use this much of it; can any fit what else there is?
+                    if self._may_fit_any(other, amount_of):
+                        other.retry = True
+                        self._dirty[other.name] = None
                     break
 
     def _amount(

@@ -122,9 +122,18 @@ class NodePool:
         node.pool = None
 
     def reindex(self, node: NodeState) -> None:
-        if node.schedulable:
-            self._delete(node)
-            self._insert(node)
+        if not node.schedulable:
+            return
+        old = node.key
+        key = node.key = self.node_key(node)
+        index = self.index
+        index.remove(old)
+        index.add(key)
+        name = node.name
+        for i, entries in enumerate(self.by_resource):
+            if old[i] != key[i]:  # most pods change only some of the key resources
+                entries.remove((old[i], name))
+                entries.add((key[i], name))
 
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
         """A node that fits ``requests`` with the least free capacity of the scarcest resource.
