@@ -34,7 +34,7 @@ from gangq.api.pods import FieldContext, exact_quantity, pod_requests, to_canoni
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec, PodSetSpec, WorkloadSpec
-from gangq.core.selectors import Toleration
+from gangq.core.selectors import NodeAffinity, NodeSelectorRequirement, Toleration
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +193,50 @@ def pods_per_job(rjob: ReplicatedJob, error: FieldContext) -> int:
     return min(parallelism, job.completions)
 
 
+def _node_affinity(affinity: Mapping[str, Any] | None, ctx: FieldContext) -> NodeAffinity:
+    """The pod's required node affinity (``requiredDuringSchedulingIgnoredDuringExecution``):
+    its ``nodeSelectorTerms``' ``matchExpressions``. ``matchFields`` (node names) are left to the
+    kube-scheduler: the node check cannot see them."""
+    if not affinity:
+        return ()
+    base = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    if not required:
+        return ()
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list):
+        raise ctx.error(f"{base}.nodeSelectorTerms", "must be a list of node selector terms")
+    out: list[tuple[NodeSelectorRequirement, ...]] = []
+    for t, term in enumerate(terms):
+        if not isinstance(term, Mapping):
+            raise ctx.error(f"{base}.nodeSelectorTerms[{t}]", "must be an object")
+        expressions = term.get("matchExpressions") or []
+        if not isinstance(expressions, list):
+            raise ctx.error(f"{base}.nodeSelectorTerms[{t}].matchExpressions", "must be a list")
+        reqs = []
+        for e, expr in enumerate(expressions):
+            field = f"{base}.nodeSelectorTerms[{t}].matchExpressions[{e}]"
+            if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str) or not expr.get("key"):
+                raise ctx.error(field, "must have a key")
+            values = expr.get("values") or []
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise ctx.error(f"{field}.values", "must be a list of strings")
+            try:
+                reqs.append(NodeSelectorRequirement(expr["key"], str(expr.get("operator", "")), values))
+            except ValueError as err:
+                raise ctx.error(f"{field}.operator", str(err)) from err
+        if term.get("matchFields") and not reqs:
+            # Only node names: the node check cannot tell which nodes; any node may do.
+            return ()
+        out.append(tuple(reqs))
+    return tuple(out)
+
+
 def _tolerations(models: Iterable[TolerationModel], ctx: FieldContext) -> list[Toleration]:
     out = []
     for i, t in enumerate(models):
@@ -321,6 +365,7 @@ def jobset_to_workload(
                 pod_requests(pod, ctx),
                 pod.node_selector,
                 _tolerations(pod.tolerations or [], ctx),
+                _node_affinity(pod.affinity, ctx),
             )
         )
     total = sum(counts.values())

@@ -22,7 +22,7 @@ from gangq.core.model import (
     ResourceQuota,
     WorkloadSpec,
 )
-from gangq.core.selectors import LabelRequirement, LabelSelector, Taint, Toleration
+from gangq.core.selectors import LabelRequirement, LabelSelector, NodeSelectorRequirement, Taint, Toleration
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "LabelRequirement",
     "LabelSelector",
     "LocalQueueSpec",
+    "NodeSelectorRequirement",
     "NodeSpec",
     "PendingUpdate",
     "PendingView",

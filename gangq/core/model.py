@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from gangq.core.errors import SpecError
-from gangq.core.selectors import LabelSelector, Taint, Toleration
+from gangq.core.selectors import LabelSelector, NodeAffinity, Taint, Toleration
 
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 WithinClusterQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
@@ -310,7 +310,7 @@ class LocalQueueSpec:
 class PodSetSpec:
     """A group of identical pods of a gang: ``count`` pods each requesting ``requests``."""
 
-    __slots__ = ("count", "name", "node_selector", "requests", "tolerations")
+    __slots__ = ("count", "name", "node_affinity", "node_selector", "requests", "tolerations")
 
     def __init__(
         self,
@@ -319,12 +319,15 @@ class PodSetSpec:
         requests: Mapping[str, int],
         node_selector: Mapping[str, str] | None = None,
         tolerations: Sequence[Toleration] = (),
+        node_affinity: NodeAffinity = (),
     ) -> None:
         self.name = name
         self.count = count
         self.requests: dict[str, int] = {k: v for k, v in requests.items() if v}
         self.node_selector: dict[str, str] = dict(node_selector or {})
         self.tolerations = tuple(tolerations)
+        # Required node affinity (requiredDuringSchedulingIgnoredDuringExecution): terms ORed.
+        self.node_affinity: NodeAffinity = tuple(tuple(term) for term in node_affinity)
 
 
 class WorkloadSpec:

@@ -17,7 +17,15 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from gangq.core.model import FlavorSpec, NodeSpec, PodSetSpec
-from gangq.core.selectors import Taint, Toleration, selector_compatible, selector_matches, taints_tolerated
+from gangq.core.selectors import (
+    Taint,
+    Toleration,
+    affinity_compatible,
+    affinity_matches,
+    selector_compatible,
+    selector_matches,
+    taints_tolerated,
+)
 
 _BASE_RESOURCES = ("cpu", "memory")
 
@@ -324,13 +332,15 @@ class NodeIndex:
     def candidate_pools(
         self, flavor_labels: Mapping[str, str], flavor_tolerations: Sequence[Toleration], pod_set: PodSetSpec
     ) -> tuple[NodePool, ...]:
-        """Pools whose nodes carry the flavors' labels, match the pod set's nodeSelector and whose
-        taints the pod set tolerates (with the flavors' tolerations injected)."""
+        """Pools whose nodes carry the flavors' labels, match the pod set's nodeSelector and
+        required node affinity, and whose taints the pod set tolerates (with the flavors'
+        tolerations injected)."""
         sig = (
             tuple(sorted(flavor_labels.items())),
             tuple(t.signature() for t in flavor_tolerations),
             tuple(sorted(pod_set.node_selector.items())),
             tuple(t.signature() for t in pod_set.tolerations),
+            tuple(tuple(r.signature() for r in term) for term in pod_set.node_affinity),
         )
         cached = self._candidates.get(sig)
         if cached is not None:
@@ -341,6 +351,7 @@ class NodeIndex:
             for pool in self.pools.values()
             if selector_matches(flavor_labels, pool.labels)
             and selector_matches(pod_set.node_selector, pool.labels)
+            and affinity_matches(pod_set.node_affinity, pool.labels)
             and taints_tolerated(pool.taints, tolerations)
         )
         self._candidates[sig] = pools
@@ -416,5 +427,7 @@ def flavor_fits_pod_set(flavor: FlavorSpec, pod_set: PodSetSpec) -> bool:
     """A flavor can host a pod set when the pod's nodeSelector agrees with the flavor's nodeLabels
     and the pod (with the flavor's tolerations injected) tolerates the flavor's taints."""
     if not selector_compatible(pod_set.node_selector, flavor.node_labels):
+        return False
+    if not affinity_compatible(pod_set.node_affinity, flavor.node_labels):
         return False
     return taints_tolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))

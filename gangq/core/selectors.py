@@ -38,6 +38,82 @@ class LabelRequirement:
         return self.key not in labels
 
 
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` entry of a required node-affinity term (``Gt``/``Lt`` compare
+    integer label values, as the kube-scheduler does)."""
+
+    __slots__ = ("key", "operator", "values")
+
+    OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+    def __init__(self, key: str, operator: str, values: Sequence[str] = ()) -> None:
+        if operator not in self.OPERATORS:
+            raise ValueError(f"operator {operator!r} is not one of {', '.join(self.OPERATORS)}")
+        if operator in ("In", "NotIn") and not values:
+            raise ValueError(f"operator {operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise ValueError(f"operator {operator} takes no values")
+        if operator in ("Gt", "Lt"):
+            if len(values) != 1:
+                raise ValueError(f"operator {operator} needs exactly one value")
+            try:
+                int(values[0])
+            except ValueError:
+                raise ValueError(f"operator {operator} needs an integer value, got {values[0]!r}") from None
+        self.key = key
+        self.operator = operator
+        self.values = tuple(values)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        have = labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return have in self.values
+        if op == "NotIn":
+            return have not in self.values
+        if op == "Exists":
+            return have is not None
+        if op == "DoesNotExist":
+            return have is None
+        if have is None:
+            return False
+        try:
+            number = int(have)
+        except ValueError:
+            return False
+        limit = int(self.values[0])
+        return number > limit if op == "Gt" else number < limit
+
+    def compatible(self, labels: Mapping[str, str]) -> bool:
+        """Could a node with these labels (and possibly others) satisfy it? A key the labels do
+        not mention is left to the node check, except that a flavor's labels are on every node."""
+        if self.key not in labels:
+            return True
+        return self.matches(labels)
+
+    def signature(self) -> tuple[str, str, tuple[str, ...]]:
+        return (self.key, self.operator, self.values)
+
+
+# Required node affinity: terms ORed, the requirements of a term ANDed; () = no constraint.
+NodeAffinity = tuple[tuple[NodeSelectorRequirement, ...], ...]
+
+
+def affinity_matches(terms: NodeAffinity, labels: Mapping[str, str]) -> bool:
+    """Do a node's labels satisfy the required node affinity? (A term with no requirements
+    matches nothing, as in Kubernetes.)"""
+    if not terms:
+        return True
+    return any(term and all(req.matches(labels) for req in term) for term in terms)
+
+
+def affinity_compatible(terms: NodeAffinity, labels: Mapping[str, str]) -> bool:
+    """Could some node that carries ``labels`` (a flavor's nodeLabels) satisfy the affinity?"""
+    if not terms:
+        return True
+    return any(term and all(req.compatible(labels) for req in term) for term in terms)
+
+
 class LabelSelector:
     """A Kubernetes label selector; an empty selector matches everything."""
 

@@ -399,6 +399,41 @@ def test_invalid_toleration_is_named() -> None:
     assert "Exists" in err.message
 
 
+def _required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def test_required_node_affinity_comes_from_the_template() -> None:
+    affinity = _required(
+        {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100", "a100"]}]},
+        {"matchExpressions": [{"key": "mem-gb", "operator": "Gt", "values": ["512"]}]},
+    )
+    affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+    ]
+    wl = jobset_to_workload(jobset(rjob("a", pod_spec=pod(affinity=affinity))))
+    (ps,) = wl.pod_sets
+    assert [[r.signature() for r in term] for term in ps.node_affinity] == [
+        [("gpu", "In", ("h100", "a100"))],
+        [("mem-gb", "Gt", ("512",))],
+    ]  # preferences are not requirements
+    only_names = _required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})
+    wl = jobset_to_workload(jobset(rjob("a", pod_spec=pod(affinity=only_names))))
+    assert wl.pod_sets[0].node_affinity == ()  # node names are left to the kube-scheduler
+
+
+def test_invalid_node_affinity_is_named() -> None:
+    bad = _required({"matchExpressions": [{"key": "gpu", "operator": "Near", "values": ["x"]}]})
+    err = error_of(jobset(rjob("a", pod_spec=pod(affinity=bad))))
+    assert err.field == (
+        "spec.replicatedJobs[0].template.spec.template.spec.affinity.nodeAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"
+    )
+    assert "Near" in err.message
+    bad = _required({"matchExpressions": [{"key": "n", "operator": "Gt", "values": ["many"]}]})
+    assert "integer" in error_of(jobset(rjob("a", pod_spec=pod(affinity=bad)))).message
+
+
 # --- annotations -----------------------------------------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gangq.core import EngineConfig, NodeSpec, PodInfo, PreemptionSpec, SpecError
+from gangq.core import EngineConfig, NodeSelectorRequirement, NodeSpec, PodInfo, PreemptionSpec, SpecError
 
 from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, quota
 
@@ -413,3 +413,28 @@ def test_restore_refuses_with_a_reason_when_the_gang_no_longer_fits_or_the_flavo
     assert admission is None and "'nope' does not exist" in why
     cq = e.cluster_queue("q")
     assert cq is not None and not any(cq.usage.values())
+
+
+def test_required_node_affinity_picks_the_flavor_and_the_nodes() -> None:
+    """A pod set that requires gpu-type in (h100) may only use flavor h100 and its nodes, even
+    though a100 comes first and has room."""
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_nodes(e, "h100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16), quota("h100", 256, 16)])
+    h100_only = ((NodeSelectorRequirement("pool", "In", ["h100"]),),)
+    spec = gang("g", "q", 2, 8)
+    spec.pod_sets[0].node_affinity = h100_only
+    e.submit(spec, 0)
+    decisions = e.schedule(1)
+    assert admitted(decisions) == ["g"]
+    placement = decisions[0].pod_sets[0]  # type: ignore[union-attr]
+    assert placement.flavors[GPU] == "h100"
+    assert all(node.startswith("h100") for node in placement.placement)
+    # Nothing satisfies it: never fits (no flavor is compatible), not admitted elsewhere.
+    spec = gang("nowhere", "q", 1, 8, t=1)
+    spec.pod_sets[0].node_affinity = ((NodeSelectorRequirement("pool", "In", ["tpu"]),),)
+    e.submit(spec, 2)
+    assert admitted(e.schedule(3)) == []
+    view = e.workload("ns/nowhere")
+    assert view is not None and view.reason == "NeverFits"
