@@ -1124,9 +1124,14 @@ class Engine:
         """False if some resource that every queued gang of ``cq`` requests is available (per
         ``amount_of``) in smaller amounts than the least of them needs: then none can fit."""
         split = cq.multi_pod_set > 0
-        for resource, least in cq.least_common_demand():
+        demand = cq.least_common_demand()
+        first = cq.screen_first
+        if first:  # the resource that ruled the queue out last time usually still does
+            demand = sorted(demand, key=lambda item: item[0] != first)
+        for resource, least in demand:
             values = [amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())]
             if (sum(values) if split else max(values, default=0)) < least:
+                cq.screen_first = resource
                 return False
         return True
 
@@ -1747,18 +1752,25 @@ class Engine:
     @staticmethod
     def _add_claims(claims: dict[FlavorResource, dict[str, Workload]], cq: ClusterQueueState, head: Workload) -> None:
         """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``: those it
-        needs and that fit within the queue's unused nominal quota."""
+        needs and that fit within the queue's unused nominal quota (cached per queue until its
+        head or its usage changes)."""
         node = cq.node
-        usage = node.usage
-        totals = head.totals
-        for fr, nominal in node.nominal.items():
-            need = totals.get(fr[1], 0)
-            if need and usage.get(fr, 0) + need <= nominal:
-                holders = claims.get(fr)
-                if holders is None:
-                    claims[fr] = {cq.name: head}
-                else:
-                    holders.setdefault(cq.name, head)
+        cached_head, version, frs = cq.claims_cache
+        if cached_head is not head or version != node.usage_version:
+            usage = node.usage
+            totals = head.totals
+            frs = tuple(
+                fr
+                for fr, nominal in node.nominal.items()
+                if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
+            )
+            cq.claims_cache = (head, node.usage_version, frs)
+        for fr in frs:
+            holders = claims.get(fr)
+            if holders is None:
+                claims[fr] = {cq.name: head}
+            else:
+                holders.setdefault(cq.name, head)
 
     def _cached_reservation(self, head: Workload) -> _Reservation | None:
         cached = self._reservations.get(head.key)

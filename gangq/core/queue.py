@@ -86,6 +86,7 @@ class ClusterQueueState:
         "active",
         "admitted",
         "admitted_total",
+        "claims_cache",
         "deleted",
         "demand",
         "demand_version",
@@ -103,6 +104,7 @@ class ClusterQueueState:
         "preempted_total",
         "protected_head",
         "retry",
+        "screen_first",
         "spec",
     )
 
@@ -130,6 +132,10 @@ class ClusterQueueState:
         self.demand: dict[tuple[str, ...], _DemandClass] = {}
         self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
+        # The resource that last showed that no queued gang could fit (checked first next time).
+        self.screen_first = ""
+        # (protected head, quota usage version) -> the flavor-resources it claims back.
+        self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
         self.multi_pod_set = 0
         # StrictFIFO: gangs queued since the queue's last cycle (to tell them what blocks them).

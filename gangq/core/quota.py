@@ -41,6 +41,7 @@ class QuotaNode:
         "parent_name",
         "subtree",
         "usage",
+        "usage_version",
         "weight",
     )
 
@@ -56,11 +57,13 @@ class QuotaNode:
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.usage_version = 0  # bumped whenever this node's own usage or quota changes
         self.weight = 1.0
         # A cohort named by a ClusterQueue but never created as an object exists implicitly.
         self.declared = not is_cohort
 
     def set_groups(self, groups: tuple[ResourceGroup, ...]) -> None:
+        self.usage_version += 1
         self.nominal = {}
         self.borrowing_limit = {}
         self.lending_limit = {}
@@ -254,6 +257,7 @@ class QuotaTree:
         old = node.usage.get(fr, 0)
         new = old + delta
         node.usage[fr] = new
+        node.usage_version += 1
         while node.parent is not None:
             g = node.guaranteed.get(fr, 0)
             d = max(0, new - g) - max(0, old - g)
