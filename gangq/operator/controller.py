@@ -309,19 +309,23 @@ class Controller:
             else:
                 rest.append(obj)
         recovering: set[str] = set()
+        restored: set[str] = set()
         for obj in admitted:
             key = _key(obj)
             entry = self._new_entry(key, obj, now)
             self._adopt_workload(entry, existing_workloads)
             if self._submit(entry, now):
-                recovering.add(key)
+                if self._restore(entry, now):
+                    restored.add(key)
+                else:
+                    recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
         pods = listed["pods"]
         gang_pods = [p for p in pods if self._gang_of(p) in recovering]
         for pod in pods:
             if self._gang_of(pod) not in recovering:
                 self._apply("pods", "ADDED", pod, now)
         decisions = self._schedule(now)
-        readmitted: set[str] = set()
+        readmitted: set[str] = set(restored)
         others: list[Decision] = []
         for d in decisions:
             if isinstance(d, Admission) and d.workload in recovering:
@@ -656,6 +660,26 @@ class Controller:
                 with contextlib.suppress(Exception):
                     self.telemetry.metrics.observe_pods_ready(entry.key, now)
             self._mark(entry, now, urgent=True)
+
+    def _restore(self, entry: Entry, now: float) -> bool:
+        """Put an admitted JobSet back into the engine with the ClusterQueue and flavors recorded
+        when it was admitted (its pods run with those flavors' labels)."""
+        recorded = self._recorded_admission(entry.obj)
+        spec = entry.spec
+        if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
+            return False
+        by_name = {
+            a.get("name"): a.get("flavors") or {}
+            for a in recorded.get("podSetAssignments") or []
+            if isinstance(a, dict)
+        }
+        flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+        admission, why = self.engine.restore(spec, recorded["clusterQueue"], flavors, now)
+        if admission is None:
+            log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
+            return False
+        self._mark_admitted(entry, admission, now)
+        return True
 
     def _recorded_admission(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ADMISSION_ANNOTATION)

@@ -83,3 +83,37 @@ def test_two_replicas_one_leader(sandbox_factory: Callable[..., Sandbox]) -> Non
         finally:
             second.stop()
             first.stop()
+
+
+def test_a_restart_keeps_each_admitted_gang_in_the_flavor_it_was_given(
+    sandbox_factory: Callable[..., Sandbox],
+) -> None:
+    """Re-choosing flavors after a restart would charge "second" to flavor a (free again by
+    then) although it was admitted to, and runs on, flavor b."""
+    sb = sandbox_factory(cluster=False)
+    install(sb)
+    cq = cluster_queue("cq", {"cpu": 2}, admission_mode="QuotaOnly")
+    cq["spec"]["resourceGroups"][0]["flavors"] = [
+        {"name": f, "resources": [{"name": "cpu", "nominalQuota": 2}]} for f in ("a", "b")
+    ]
+    apply(sb, [flavor("a"), flavor("b"), cq, local_queue("q", "cq")])
+    with FakeJobSetRunner(sb, pods=False):
+        op = start_operator(sb, identity="first")
+        apply(sb, [jobset("first", "q", requests={"cpu": 2}, run_seconds=0.5)])
+        wait_for(lambda: admitted(sb, "first"), 10, "first to be admitted")
+        apply(sb, [jobset("second", "q", requests={"cpu": 2}, run_seconds=30)])
+        wait_for(lambda: admitted(sb, "second") and finished(sb, "first"), 15, "second admitted, first done")
+        op.kill()
+        op2 = start_operator(sb, identity="second")
+        try:
+            assert op2.controller is not None
+            view = op2.call(lambda: op2.controller.engine.workload("default/second"))
+            assert view.state == "Admitted" and view.admission is not None
+            assert view.admission.pod_sets[0].flavors == {"cpu": "b"}
+            apply(sb, [jobset("third", "q", requests={"cpu": 2}, run_seconds=0.3)])
+            wait_for(lambda: finished(sb, "third"), 15, "third to run in flavor a")
+            record = get(sb, "JobSet", "third")
+            assert record is not None
+            assert '"a"' in record["metadata"]["annotations"]["gangq.io/admission"]
+        finally:
+            op2.stop()
