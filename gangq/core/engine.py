@@ -1186,6 +1186,7 @@ class Engine:
         needed_frs = set(a.usage)
         borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
         final_share = dominant_share(cq.node, a.usage) if self.config.fair_sharing else 0.0
+        budget = self.config.preemption_budget
         keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
         for other in self._tree_queues(cq):
             own = other is cq
@@ -1202,6 +1203,8 @@ class Engine:
                     continue
                 if victim.state == "Evicting":
                     pass
+                elif budget is not None and victim.admit_count > budget:
+                    continue  # evicted `budget` times already: it may run to completion
                 elif own:
                     if not may_preempt_within_queue(policy.within_cluster_queue, wl.priority, wl.creation_time, victim):
                         continue
@@ -1365,7 +1368,7 @@ class Engine:
         that passes the preemptor takes the freed quota, the preemptor preempts again, and so on).
         """
         cached = self._reservations.get(head.key)
-        if cached is not None and cached.version == self._version:
+        if cached is not None and cached.version == self._version and (cached.time is None or cached.time >= now):
             return cached
         cq = head.cq
         assert cq is not None
@@ -1380,13 +1383,15 @@ class Engine:
                 if self._fits_any(cq, head, cands, nodes_checked):
                     result.time = now
                 else:
-                    for end, _, key in self._running_by_end:
+                    # Runners past their expected end have no known end (their runtime was an
+                    # estimate, or the limit is not enforced): only the others give a time.
+                    for end, _, key in self._running_by_end.irange(minimum=(now, -1, "")):
                         runner = self.workloads.get(key)
                         if runner is None or runner.cq is None or key in released:
                             continue
                         self._release_in_statement(runner)
                         if self._fits_any(cq, head, cands, nodes_checked):
-                            result.time = max(end, now)
+                            result.time = end
                             break
         self._reservations[head.key] = result
         return result

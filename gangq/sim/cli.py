@@ -92,6 +92,7 @@ def _engine_config(
     pods_ready_timeout: float | None,
     starvation_timeout: float | None,
     fair_sharing: bool | None,
+    preemption_budget: int | None = None,
 ) -> EngineConfig:
     return EngineConfig(
         pods_ready_timeout=(pods_ready_timeout or None) if pods_ready_timeout is not None else base.pods_ready_timeout,
@@ -101,6 +102,7 @@ def _engine_config(
         requeue_timestamp=base.requeue_timestamp,
         starvation_timeout=starvation_timeout if starvation_timeout is not None else base.starvation_timeout,
         fair_sharing=fair_sharing if fair_sharing is not None else base.fair_sharing,
+        preemption_budget=(preemption_budget or None) if preemption_budget is not None else base.preemption_budget,
     )
 
 
@@ -128,6 +130,7 @@ def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[st
                 checkpoint=base.checkpoint,
                 info=base.info,
                 namespaces=base.namespaces,
+                runtime_estimates=base.runtime_estimates,
             )
         out.append((entry, scenario, name))
     return out
@@ -201,9 +204,21 @@ def simulate(
         float | None, typer.Option(help="engine: seconds after which a blocked head stops others passing it")
     ] = None,
     fair_sharing: Annotated[bool | None, typer.Option("--fair-sharing/--no-fair-sharing", help="engine")] = None,
+    preemption_budget: Annotated[
+        int | None,
+        typer.Option(help="engine: a gang evicted this many times is no longer a preemption victim (0: no limit)"),
+    ] = None,
     runtime_limits: Annotated[
         float | None, typer.Option(help="give jobs a runtime limit of FACTOR × their duration (enables backfill)")
     ] = None,
+    runtime_estimates: Annotated[
+        bool,
+        typer.Option(
+            "--runtime-estimates/--no-runtime-estimates",
+            help="gangq: gangs without a runtime limit get the run time learned from similar finished gangs "
+            "as expected run time for reservations and backfill (never enforced)",
+        ),
+    ] = True,
     pod_start_latency: Annotated[float, typer.Option(help="seconds from admission until every pod runs")] = 0.0,
     eviction_latency: Annotated[float, typer.Option(help="seconds from an eviction until the gang stopped")] = 0.0,
     checkpoint: Annotated[
@@ -236,7 +251,10 @@ def simulate(
             runtime_limits,
             fraction,
         )
-        base.engine_config = _engine_config(base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing)
+        base.engine_config = _engine_config(
+            base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing, preemption_budget
+        )
+        base.runtime_estimates = runtime_estimates
         base.pod_start_latency = pod_start_latency
         base.eviction_latency = eviction_latency
         if not 0.0 <= checkpoint < 1.0:

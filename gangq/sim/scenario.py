@@ -48,6 +48,7 @@ class Scenario:
         checkpoint: float = 0.0,
         info: dict[str, Any] | None = None,
         namespaces: dict[str, dict[str, str]] | None = None,
+        runtime_estimates: bool = True,
     ) -> None:
         self.name = name
         self.config = config
@@ -63,6 +64,7 @@ class Scenario:
         self.eviction_latency = eviction_latency
         self.checkpoint = checkpoint
         self.info = info or {}
+        self.runtime_estimates = runtime_estimates
         self.check()
 
     def check(self) -> None:
@@ -174,7 +176,7 @@ def kueue_baseline(scale: float = 1.0, config_path: Path | None = None) -> Scena
         config,
         [],
         jobs,
-        EngineConfig(pods_ready_timeout=None),
+        EngineConfig(pods_ready_timeout=None, preemption_budget=1),
         resource="cpu",
         classes=["small", "medium", "large"],
         info={"quota_bound_makespan_s": bound, "scale": scale},
