@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from gangq.api.quantity import QuantityError
 from gangq.core.config import EngineConfig
 from gangq.core.errors import SpecError
+from gangq.sim.estimates import DEFAULT_QUANTILE
 from gangq.sim.philly import DEFAULT_WINDOW, load_philly
 from gangq.sim.policies import POLICIES, make_policy
 from gangq.sim.report import print_compare, print_summary, summarize
@@ -131,6 +132,7 @@ def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[st
                 info=base.info,
                 namespaces=base.namespaces,
                 runtime_estimates=base.runtime_estimates,
+                estimate_quantile=base.estimate_quantile,
             )
         out.append((entry, scenario, name))
     return out
@@ -219,6 +221,9 @@ def simulate(
             "as expected run time for reservations and backfill (never enforced)",
         ),
     ] = True,
+    estimate_quantile: Annotated[
+        float, typer.Option(help="gangq: runtime estimate = this quantile of similar gangs' run times")
+    ] = DEFAULT_QUANTILE,
     pod_start_latency: Annotated[float, typer.Option(help="seconds from admission until every pod runs")] = 0.0,
     eviction_latency: Annotated[float, typer.Option(help="seconds from an eviction until the gang stopped")] = 0.0,
     checkpoint: Annotated[
@@ -255,6 +260,9 @@ def simulate(
             base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing, preemption_budget
         )
         base.runtime_estimates = runtime_estimates
+        if not 0.0 <= estimate_quantile <= 1.0:
+            raise UsageError(f"--estimate-quantile must be in [0, 1], got {estimate_quantile}")
+        base.estimate_quantile = estimate_quantile
         base.pod_start_latency = pod_start_latency
         base.eviction_latency = eviction_latency
         if not 0.0 <= checkpoint < 1.0:

@@ -181,7 +181,7 @@ class GangqPolicy(Policy):
             engine.upsert_node(node)
         self.engine = engine
         self.by_key = {r.key: r for r in runs}
-        self.estimator = RuntimeEstimator() if scenario.runtime_estimates else None
+        self.estimator = RuntimeEstimator(quantile=scenario.estimate_quantile) if scenario.runtime_estimates else None
         self.estimated = 0
         # Workload specs are built once per job (the trace is immutable).
         self._specs: list[WorkloadSpec | None] = [None] * len(runs)

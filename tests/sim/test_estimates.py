@@ -20,8 +20,8 @@ def test_estimate_is_a_quantile_of_the_groups_recent_history() -> None:
         est.observe("a", 8, seconds)
     # Window of 4: 300, 200, 900, 400 -> the median of the sorted window is 400.
     assert est.estimate("a", 8) == 400.0
-    # Another group of the same queue falls back to the queue's history; another queue has none.
-    assert est.estimate("a", 1) == 400.0
+    # Other sizes and other queues have their own history (none yet): no estimate.
+    assert est.estimate("a", 1) is None
     assert est.estimate("b", 8) is None
 
 
