@@ -142,14 +142,16 @@ class _Cycle:
 
 
 class _Reservation:
-    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
+    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity.
+    ``promised``: the earliest time it was given while the head waits (kept across recomputations)."""
 
-    __slots__ = ("never", "time", "version")
+    __slots__ = ("never", "promised", "time", "version")
 
     def __init__(self, version: int, time: float | None, never: bool) -> None:
         self.version = version
         self.time = time
         self.never = never
+        self.promised: float | None = None
 
 
 class Engine:
@@ -1314,6 +1316,8 @@ class Engine:
                 if now - head.pending_since >= self.config.starvation_timeout:
                     return head
                 continue
+            if info.promised is not None and now - info.promised >= self.config.starvation_timeout:
+                return head  # its reservation slipped that long: expected ends were wrong
             limit = wl.spec.runtime_limit
             if limit is not None and now + limit <= info.time:
                 continue
@@ -1393,6 +1397,7 @@ class Engine:
                         if self._fits_any(cq, head, cands, nodes_checked):
                             result.time = end
                             break
+        result.promised = result.time if cached is None or cached.promised is None else cached.promised
         self._reservations[head.key] = result
         return result
 

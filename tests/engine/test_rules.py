@@ -383,3 +383,29 @@ def test_a_runner_past_its_expected_end_gives_no_reservation_time() -> None:
     e.finish("ns/runner", 160)
     e.submit(gang("after-timeout", "q", 1, 8, t=4, runtime=1), 1500)
     assert admitted(e.schedule(1500)) == []  # the head has waited past the starvation timeout
+
+
+def test_a_head_whose_reservation_slipped_past_the_starvation_timeout_lets_nobody_pass() -> None:
+    """Expected ends may be estimates that runners overrun: each recomputed reservation is then
+    later than the last. Once the time first promised to the head is a starvation timeout ago, the
+    promises are not trusted any more: nothing passes the head until it fits."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=200))
+    add_nodes(e, "a100", 3)
+    add_queue(e, "q", [quota("a100", 256, 24)])
+    e.submit(gang("a", "q", 1, 8, t=0, runtime=100), 0)
+    e.submit(gang("x", "q", 1, 8, t=0.5, runtime=100), 0)
+    assert sorted(admitted(e.schedule(0))) == ["a", "x"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)  # fits once a or x ends: promised t=100
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("b", "q", 1, 8, t=2, runtime=1000), 2)  # the head still fits at t=100 with b
+    assert admitted(e.schedule(2)) == ["b"]
+    e.finish("ns/x", 101)  # a overruns its expected end; the head's next chance is b's end, t=1002
+    assert admitted(e.schedule(101)) == []
+    e.submit(gang("d", "q", 1, 8, t=3, runtime=10), 150)  # ends long before t=1002: backfills
+    assert admitted(e.schedule(150)) == ["d"]
+    e.finish("ns/d", 160)
+    e.schedule(160)
+    e.submit(gang("c", "q", 1, 8, t=4, runtime=10), 400)  # 300 s after the first promise
+    assert admitted(e.schedule(400)) == []
+    view = e.workload("ns/c")
+    assert view is not None and view.reason == "BlockedByReservation"
