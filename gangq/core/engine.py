@@ -143,7 +143,7 @@ class _Cycle:
 
 class _Reservation:
     """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity.
-    ``promised``: the earliest time it was given while the head waits (kept across recomputations)."""
+    ``promised``: the first time it was given while the head waits (kept across recomputations)."""
 
     __slots__ = ("never", "promised", "time", "version")
 
@@ -1307,7 +1307,9 @@ class Engine:
         earliest time it fits given the runtime limits of running gangs. A later gang may pass it
         only if it ends before that time or leaves the head still fitting then (EASY backfill).
         Without runtime limits there is no such time; then, once the head has waited longer than
-        the starvation timeout, nothing in its scope passes it.
+        the starvation timeout, nothing in its scope passes it. Expected ends may be estimates that
+        runners overrun: once the time first promised to the head is a starvation timeout past,
+        nothing passes it either.
         """
         for head, info in heads:
             if info.never:
@@ -1365,7 +1367,8 @@ class Engine:
         """When ``head`` will fit (cached until capacity changes).
 
         ``time`` is the earliest moment it fits, releasing running gangs in the order of their
-        expected end; ``None`` when it does not fit before the runners with runtime limits end.
+        expected end; ``None`` when it does not fit before the runners with runtime limits end
+        (runners already past their expected end count as having none).
         ``never`` when it cannot fit even on an empty cluster (quota potential or node capacity).
         The gangs it preempted and that are still stopping count as released: it fits "now" once
         they stop, and nobody behind it may take that capacity in the meantime (otherwise a gang
