@@ -20,6 +20,10 @@ class EngineConfig:
       (runners without runtime limits) stops anything in its scope from passing it.
     - ``fair_sharing``: order ClusterQueues in a cohort by weighted dominant-resource share and let
       reclaim prefer the queues with the largest share.
+    - ``preemption_budget``: a gang that has already been evicted this many times is no longer
+      chosen as a preemption victim, so it can run to completion (``None``: no limit, Kueue's
+      behaviour). Bounds the work a gang can lose when higher-priority gangs keep reclaiming the
+      capacity it is re-admitted into.
     """
 
     __slots__ = (
@@ -28,6 +32,7 @@ class EngineConfig:
         "backoff_max",
         "fair_sharing",
         "pods_ready_timeout",
+        "preemption_budget",
         "requeue_timestamp",
         "starvation_timeout",
     )
@@ -41,6 +46,7 @@ class EngineConfig:
         requeue_timestamp: RequeueTimestamp = "Eviction",
         starvation_timeout: float = 1800.0,
         fair_sharing: bool = False,
+        preemption_budget: int | None = None,
     ) -> None:
         if pods_ready_timeout is not None and pods_ready_timeout <= 0:
             raise ValueError("pods_ready_timeout must be positive or None")
@@ -56,6 +62,9 @@ class EngineConfig:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.backoff_limit = backoff_limit
+        if preemption_budget is not None and preemption_budget < 1:
+            raise ValueError("preemption_budget must be >= 1 or None")
         self.requeue_timestamp: RequeueTimestamp = requeue_timestamp
         self.starvation_timeout = starvation_timeout
         self.fair_sharing = fair_sharing
+        self.preemption_budget = preemption_budget

@@ -154,14 +154,16 @@ class _Cycle:
 
 
 class _Reservation:
-    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
+    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity.
+    ``promised``: the first time it was given while the head waits (kept across recomputations)."""
 
-    __slots__ = ("never", "time", "version")
+    __slots__ = ("never", "promised", "time", "version")
 
     def __init__(self, version: int, time: float | None, never: bool) -> None:
         self.version = version
         self.time = time
         self.never = never
+        self.promised: float | None = None
 
 
 class Engine:
@@ -1300,7 +1302,7 @@ class Engine:
                 # The heads' reservations are computed without this gang: most gangs fail before
                 # this point, so they are worked out only now, after undoing and then redoing the
                 # gang's charge and placement (deterministic) if one is not cached.
-                cached = [self._cached_reservation(h) for h in in_scope]
+                cached = [self._cached_reservation(h, ctx.now) for h in in_scope]
                 if all(info is not None for info in cached):
                     heads = [(h, info) for h, info in zip(in_scope, cached, strict=True) if info is not None]
                 else:
@@ -1515,6 +1517,7 @@ class Engine:
         needed_frs = set(a.usage)
         borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
         final_share = dominant_share(cq.node, a.usage) if self.config.fair_sharing else 0.0
+        budget = self.config.preemption_budget
         keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
         for other in self._tree_queues(cq):
             own = other is cq
@@ -1531,6 +1534,8 @@ class Engine:
                     continue
                 if victim.state == "Evicting":
                     pass
+                elif budget is not None and victim.admit_count > budget:
+                    continue  # evicted `budget` times already: it may run to completion
                 elif own:
                     if not may_preempt_within_queue(policy.within_cluster_queue, wl.priority, wl.creation_time, victim):
                         continue
@@ -1631,7 +1636,9 @@ class Engine:
         earliest time it fits given the runtime limits of running gangs. A later gang may pass it
         only if it ends before that time or leaves the head still fitting then (EASY backfill).
         Without runtime limits there is no such time; then, once the head has waited longer than
-        the starvation timeout, nothing in its scope passes it.
+        the starvation timeout, nothing in its scope passes it. Expected ends may be estimates that
+        runners overrun: once the time first promised to the head is a starvation timeout past,
+        nothing passes it either.
         """
         for head, info in heads:
             if info.never:
@@ -1640,6 +1647,8 @@ class Engine:
                 if now - head.pending_since >= self.config.starvation_timeout:
                     return head
                 continue
+            if info.promised is not None and now - info.promised >= self.config.starvation_timeout:
+                return head  # its reservation slipped that long: expected ends were wrong
             limit = wl.spec.runtime_limit
             if limit is not None and now + limit <= info.time:
                 continue
@@ -1772,23 +1781,28 @@ class Engine:
             else:
                 holders.setdefault(cq.name, head)
 
-    def _cached_reservation(self, head: Workload) -> _Reservation | None:
+    def _cached_reservation(self, head: Workload, now: float) -> _Reservation | None:
+        """The reservation :meth:`_reservation` would return without computing, or None."""
         cached = self._reservations.get(head.key)
-        return cached if cached is not None and cached.version == self._version else None
+        if cached is not None and cached.version == self._version and (cached.time is None or cached.time >= now):
+            return cached
+        return None
 
     def _reservation(self, head: Workload, now: float) -> _Reservation:
         """When ``head`` will fit (cached until capacity changes).
 
         ``time`` is the earliest moment it fits, releasing running gangs in the order of their
-        expected end; ``None`` when it does not fit before the runners with runtime limits end.
+        expected end; ``None`` when it does not fit before the runners with runtime limits end
+        (runners already past their expected end count as having none).
         ``never`` when it cannot fit even on an empty cluster (quota potential or node capacity).
         The gangs it preempted and that are still stopping count as released: it fits "now" once
         they stop, and nobody behind it may take that capacity in the meantime (otherwise a gang
         that passes the preemptor takes the freed quota, the preemptor preempts again, and so on).
         """
+        hit = self._cached_reservation(head, now)
+        if hit is not None:
+            return hit
         cached = self._reservations.get(head.key)
-        if cached is not None and cached.version == self._version:
-            return cached
         cq = head.cq
         assert cq is not None
         cands = self._assignments(cq, head, messages=False)
@@ -1802,14 +1816,17 @@ class Engine:
                 if self._fits_any(cq, head, cands, nodes_checked):
                     result.time = now
                 else:
-                    for end, _, key in self._running_by_end:
+                    # Runners past their expected end have no known end (their runtime was an
+                    # estimate, or the limit is not enforced): only the others give a time.
+                    for end, _, key in self._running_by_end.irange(minimum=(now, -1, "")):
                         runner = self.workloads.get(key)
                         if runner is None or runner.cq is None or key in released:
                             continue
                         self._release_in_statement(runner)
                         if self._fits_any(cq, head, cands, nodes_checked):
-                            result.time = max(end, now)
+                            result.time = end
                             break
+        result.promised = result.time if cached is None or cached.promised is None else cached.promised
         self._reservations[head.key] = result
         return result
 

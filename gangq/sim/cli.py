@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from gangq.api.quantity import QuantityError
 from gangq.core.config import EngineConfig
 from gangq.core.errors import SpecError
+from gangq.sim.estimates import DEFAULT_QUANTILE
 from gangq.sim.philly import DEFAULT_WINDOW, load_philly
 from gangq.sim.policies import POLICIES, make_policy
 from gangq.sim.report import print_compare, print_summary, summarize
@@ -92,6 +93,7 @@ def _engine_config(
     pods_ready_timeout: float | None,
     starvation_timeout: float | None,
     fair_sharing: bool | None,
+    preemption_budget: int | None = None,
 ) -> EngineConfig:
     return EngineConfig(
         pods_ready_timeout=(pods_ready_timeout or None) if pods_ready_timeout is not None else base.pods_ready_timeout,
@@ -101,6 +103,7 @@ def _engine_config(
         requeue_timestamp=base.requeue_timestamp,
         starvation_timeout=starvation_timeout if starvation_timeout is not None else base.starvation_timeout,
         fair_sharing=fair_sharing if fair_sharing is not None else base.fair_sharing,
+        preemption_budget=(preemption_budget or None) if preemption_budget is not None else base.preemption_budget,
     )
 
 
@@ -128,6 +131,8 @@ def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[st
                 checkpoint=base.checkpoint,
                 info=base.info,
                 namespaces=base.namespaces,
+                runtime_estimates=base.runtime_estimates,
+                estimate_quantile=base.estimate_quantile,
             )
         out.append((entry, scenario, name))
     return out
@@ -201,9 +206,24 @@ def simulate(
         float | None, typer.Option(help="engine: seconds after which a blocked head stops others passing it")
     ] = None,
     fair_sharing: Annotated[bool | None, typer.Option("--fair-sharing/--no-fair-sharing", help="engine")] = None,
+    preemption_budget: Annotated[
+        int | None,
+        typer.Option(help="engine: a gang evicted this many times is no longer a preemption victim (0: no limit)"),
+    ] = None,
     runtime_limits: Annotated[
         float | None, typer.Option(help="give jobs a runtime limit of FACTOR × their duration (enables backfill)")
     ] = None,
+    runtime_estimates: Annotated[
+        bool,
+        typer.Option(
+            "--runtime-estimates/--no-runtime-estimates",
+            help="gangq: gangs without a runtime limit get the run time learned from similar finished gangs "
+            "as expected run time for reservations and backfill (never enforced)",
+        ),
+    ] = True,
+    estimate_quantile: Annotated[
+        float, typer.Option(help="gangq: runtime estimate = this quantile of similar gangs' run times")
+    ] = DEFAULT_QUANTILE,
     pod_start_latency: Annotated[float, typer.Option(help="seconds from admission until every pod runs")] = 0.0,
     eviction_latency: Annotated[float, typer.Option(help="seconds from an eviction until the gang stopped")] = 0.0,
     checkpoint: Annotated[
@@ -236,7 +256,13 @@ def simulate(
             runtime_limits,
             fraction,
         )
-        base.engine_config = _engine_config(base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing)
+        base.engine_config = _engine_config(
+            base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing, preemption_budget
+        )
+        base.runtime_estimates = runtime_estimates
+        if not 0.0 <= estimate_quantile <= 1.0:
+            raise UsageError(f"--estimate-quantile must be in [0, 1], got {estimate_quantile}")
+        base.estimate_quantile = estimate_quantile
         base.pod_start_latency = pod_start_latency
         base.eviction_latency = eviction_latency
         if not 0.0 <= checkpoint < 1.0:

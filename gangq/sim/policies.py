@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from gangq.core import Admission, Engine, Eviction, PodSetSpec, WorkloadSpec
 from gangq.core.model import NodeSpec
+from gangq.sim.estimates import RuntimeEstimator
 from gangq.sim.scenario import Scenario
 from gangq.sim.trace import TraceJob
 
@@ -145,13 +146,22 @@ class Policy:
 
 
 class GangqPolicy(Policy):
-    """gangq's admission engine, driven through its public API."""
+    """gangq's admission engine, driven through its public API.
+
+    With the scenario's ``runtime_estimates`` on (the default), a gang without a declared runtime
+    limit is submitted with the run time learned from similar gangs that finished before it
+    (:mod:`gangq.sim.estimates`) as its expected run time: the engine's reservations and backfill
+    use it. It is never enforced: the simulator ends a gang only at its true duration or at a
+    declared limit.
+    """
 
     name = "gangq"
 
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.by_key: dict[str, JobRun] = {}
+        self.estimator: RuntimeEstimator | None = None
+        self.estimated = 0
 
     def setup(self, scenario: Scenario, runs: list[JobRun]) -> None:
         super().setup(scenario, runs)
@@ -171,6 +181,8 @@ class GangqPolicy(Policy):
             engine.upsert_node(node)
         self.engine = engine
         self.by_key = {r.key: r for r in runs}
+        self.estimator = RuntimeEstimator(quantile=scenario.estimate_quantile) if scenario.runtime_estimates else None
+        self.estimated = 0
         # Workload specs are built once per job (the trace is immutable).
         self._specs: list[WorkloadSpec | None] = [None] * len(runs)
 
@@ -178,6 +190,11 @@ class GangqPolicy(Policy):
         spec = self._specs[run.index]
         if spec is None:
             job = run.job
+            limit = job.runtime_limit
+            if limit is None and self.estimator is not None:
+                limit = self.estimator.estimate(run.cq, _group(run))
+                if limit is not None:
+                    self.estimated += 1
             spec = WorkloadSpec(
                 run.key,
                 job.namespace,
@@ -186,7 +203,7 @@ class GangqPolicy(Policy):
                 priority=run.priority,
                 creation_time=job.submit,
                 min_member=job.min_member,
-                runtime_limit=job.runtime_limit,
+                runtime_limit=limit,
                 priority_class=job.priority_class,
             )
             self._specs[run.index] = spec
@@ -222,10 +239,17 @@ class GangqPolicy(Policy):
     def finish(self, run: JobRun, now: float) -> None:
         assert self.engine is not None
         self.engine.finish(run.key, now)
+        if self.estimator is not None and run.started_at is not None and run.outcome == "Succeeded":
+            self.estimator.observe(run.cq, _group(run), now - run.started_at)
 
     def eviction_done(self, run: JobRun, now: float) -> None:
         assert self.engine is not None
         self.engine.eviction_done(run.key, now)
+
+    def extra(self, end: float) -> dict[str, object]:
+        if self.estimator is None:
+            return {}
+        return {"runtime_estimates": "learned", "jobs_submitted_with_estimate": self.estimated}
 
     def next_wakeup(self) -> float | None:
         assert self.engine is not None
@@ -237,6 +261,11 @@ class GangqPolicy(Policy):
         if view is None:
             return {}
         return {"active": view.pending_active, "inadmissible": view.pending_inadmissible}
+
+
+def _group(run: JobRun) -> tuple[tuple[str, int], ...]:
+    """Which gangs are "similar" for runtime estimates: the same total request vector."""
+    return tuple(sorted(run.demand.items()))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -122,6 +122,7 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "events": result.events,
         "capacity": capacity,
         "evicted_by_reason": _by_second(result.evicted),
+        "preempted_by_reason": _by_second(result.preempted),
         "info": sc.info,
         "policy_figures": result.extra,
     }

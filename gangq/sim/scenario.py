@@ -14,6 +14,7 @@ from typing import Any
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.config import EngineConfig
 from gangq.core.model import NodeSpec
+from gangq.sim.estimates import DEFAULT_QUANTILE
 from gangq.sim.trace import GPU, TraceError, TraceJob, TracePodSet
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -30,7 +31,9 @@ class Scenario:
       ``checkpoint``: a preempted gang restarts from its last checkpoint, taken every ``checkpoint``
       fraction of its run (0: from the beginning);
     - ``jobs``: the admissible trace; ``excluded``: jobs left out (never admissible) with the reason;
-    - ``classes``: report classes in display order; ``resource``: the resource utilisation is given in.
+    - ``classes``: report classes in display order; ``resource``: the resource utilisation is given in;
+    - ``runtime_estimates``: gangq submits gangs without a runtime limit with the ``estimate_quantile``
+      of the run times of similar gangs that finished before (:mod:`gangq.sim.estimates`).
     """
 
     def __init__(
@@ -48,6 +51,8 @@ class Scenario:
         checkpoint: float = 0.0,
         info: dict[str, Any] | None = None,
         namespaces: dict[str, dict[str, str]] | None = None,
+        runtime_estimates: bool = True,
+        estimate_quantile: float = DEFAULT_QUANTILE,
     ) -> None:
         self.name = name
         self.config = config
@@ -63,6 +68,8 @@ class Scenario:
         self.eviction_latency = eviction_latency
         self.checkpoint = checkpoint
         self.info = info or {}
+        self.runtime_estimates = runtime_estimates
+        self.estimate_quantile = estimate_quantile
         self.check()
 
     def check(self) -> None:
@@ -174,7 +181,7 @@ def kueue_baseline(scale: float = 1.0, config_path: Path | None = None) -> Scena
         config,
         [],
         jobs,
-        EngineConfig(pods_ready_timeout=None),
+        EngineConfig(pods_ready_timeout=None, preemption_budget=1),
         resource="cpu",
         classes=["small", "medium", "large"],
         info={"quota_bound_makespan_s": bound, "scale": scale},

@@ -438,3 +438,78 @@ def test_required_node_affinity_picks_the_flavor_and_the_nodes() -> None:
     assert admitted(e.schedule(3)) == []
     view = e.workload("ns/nowhere")
     assert view is not None and view.reason == "NeverFits"
+
+
+def _budget_run(budget: int | None) -> tuple[list[str], str]:
+    e = engine(EngineConfig(pods_ready_timeout=None, preemption_budget=budget))
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
+    assert admitted(e.schedule(0)) == ["low"]
+    e.submit(gang("high1", "q", 1, 8, priority=9, t=1), 1)
+    assert evicted(e.schedule(1)) == ["low"]
+    e.eviction_done("ns/low", 2)
+    assert admitted(e.schedule(2)) == ["high1"]
+    e.finish("ns/high1", 3)
+    assert admitted(e.schedule(3)) == ["low"]  # re-admitted after its first eviction
+    e.submit(gang("high2", "q", 1, 8, priority=9, t=4), 4)
+    decisions = e.schedule(4)
+    view = e.workload("ns/high2")
+    assert view is not None
+    return evicted(decisions), view.reason
+
+
+def test_preemption_budget_lets_a_gang_evicted_once_run_to_completion() -> None:
+    """Kueue's baseline: each queue's high-priority gangs reclaimed the queue's whole quota every
+    1.2 s, so the gangs admitted in between were preempted again and again and never finished."""
+    assert _budget_run(None) == (["low"], "WaitingForPreemption")
+    assert _budget_run(1) == ([], "InsufficientQuota")
+
+
+def test_a_runner_past_its_expected_end_gives_no_reservation_time() -> None:
+    """Expected ends may be estimates: once a runner is past its own, nobody knows when it ends,
+    so the head falls back to the starvation timeout instead of a reservation in the past."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=1000))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16)])
+    e.submit(gang("runner", "q", 1, 8, runtime=100), 0)
+    assert admitted(e.schedule(0)) == ["runner"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)
+    e.submit(gang("early", "q", 1, 8, t=2, runtime=60), 50)  # would end at 110, after the head's t=100
+    assert admitted(e.schedule(50)) == []
+    view = e.workload("ns/early")
+    assert view is not None and view.reason == "BlockedByReservation"
+    e.submit(gang("late", "q", 1, 8, t=3, runtime=60), 150)  # the runner is past its expected end
+    decisions = e.schedule(150)
+    assert len(admitted(decisions)) == 1
+    head = e.workload("ns/head")
+    assert head is not None and head.state == "Pending"
+    e.finish("ns/runner", 160)
+    e.submit(gang("after-timeout", "q", 1, 8, t=4, runtime=1), 1500)
+    assert admitted(e.schedule(1500)) == []  # the head has waited past the starvation timeout
+
+
+def test_a_head_whose_reservation_slipped_past_the_starvation_timeout_lets_nobody_pass() -> None:
+    """Expected ends may be estimates that runners overrun: each recomputed reservation is then
+    later than the last. Once the time first promised to the head is a starvation timeout ago, the
+    promises are not trusted any more: nothing passes the head until it fits."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=200))
+    add_nodes(e, "a100", 3)
+    add_queue(e, "q", [quota("a100", 256, 24)])
+    e.submit(gang("a", "q", 1, 8, t=0, runtime=100), 0)
+    e.submit(gang("x", "q", 1, 8, t=0.5, runtime=100), 0)
+    assert sorted(admitted(e.schedule(0))) == ["a", "x"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)  # fits once a or x ends: promised t=100
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("b", "q", 1, 8, t=2, runtime=1000), 2)  # the head still fits at t=100 with b
+    assert admitted(e.schedule(2)) == ["b"]
+    e.finish("ns/x", 101)  # a overruns its expected end; the head's next chance is b's end, t=1002
+    assert admitted(e.schedule(101)) == []
+    e.submit(gang("d", "q", 1, 8, t=3, runtime=10), 150)  # ends long before t=1002: backfills
+    assert admitted(e.schedule(150)) == ["d"]
+    e.finish("ns/d", 160)
+    e.schedule(160)
+    e.submit(gang("c", "q", 1, 8, t=4, runtime=10), 400)  # 300 s after the first promise
+    assert admitted(e.schedule(400)) == []
+    view = e.workload("ns/c")
+    assert view is not None and view.reason == "BlockedByReservation"

@@ -40,3 +40,17 @@ def test_reduced_scale_run_reports_kueue_measures() -> None:
     assert len(s["cluster_queues"]) == 30
     assert s["min_cq_usage_pct"] >= 85.0
     assert s["min_cq_usage_pct"] == min(v["usage_pct"] for v in s["cluster_queues"].values())
+
+
+def test_no_gang_loses_its_work_twice() -> None:
+    """The scenario's preemption budget of 1: the same medium gangs were re-admitted into the
+    0.2 s gaps between a queue's large gangs and preempted again, forever (no medium finished
+    before the large gangs stopped arriving). Each gang is now preempted at most once."""
+    sc = kueue_baseline(0.1)
+    assert sc.engine_config.preemption_budget == 1
+    result = Simulator(sc, make_policy("gangq")).run()
+    assert max(r.preempted for r in result.runs) == 1
+    # Preemption by priority still happens, once per gang.
+    assert summarize(result)["preempted_by_reason"]["InClusterQueue"] == sum(r.preempted for r in result.runs) > 0
+    mediums = [r for r in result.runs if r.cls == "medium"]
+    assert all(r.end is not None for r in mediums)
