@@ -1231,7 +1231,12 @@ class Engine:
                 or mark is None
                 or mark.config != (self._config_version, cq.name)
                 or not mark.options.issuperset(unblocked)
-                or self.nodes.may_place_more(mark.freed_seq, wl.spec.pod_sets[0].requests, mark.shortfall)
+                or self.nodes.may_place_more(
+                    mark.freed_seq,
+                    wl.spec.pod_sets[0].requests,
+                    mark.shortfall,
+                    pools=mark.pools if mark.pools_version == self.nodes.version else None,
+                )
             ):
                 return False
             if not preempt:
@@ -1354,7 +1359,21 @@ class Engine:
                 return _STOP if cq.strict else _FAILED
         self._note_head(cq, wl, ctx)
         if node_failure and len(wl.spec.pod_sets) == 1 and shortfall > 0:
-            wl.node_mark = NodeMark(freed_seq, shortfall, (self._config_version, cq.name), frozenset(node_checked))
+            pool_ids = frozenset(
+                pool.pool_id
+                for a in cands.assignments
+                if a.index in node_checked
+                for _, _, _, pools in self._pod_sets_for(wl, a)
+                for pool in pools
+            )
+            wl.node_mark = NodeMark(
+                freed_seq,
+                shortfall,
+                (self._config_version, cq.name),
+                frozenset(node_checked),
+                pool_ids,
+                self.nodes.version,
+            )
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
             reason: PendingReason = (
                 "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
@@ -1592,6 +1611,15 @@ class Engine:
             if node is not None:
                 self.nodes.allocate(node, req, -1)
 
+    def _claimed_from(self, cq: ClusterQueueState, a: Assignment) -> bool:
+        """Would ``a`` borrow quota that a lender claims back now? A head that fits only that way
+        cannot be admitted now, so it holds no reservation for now: gangs behind it that are
+        blocked by nothing else may pass (otherwise heads that all wait for one lender hold up
+        everything behind them)."""
+        node = cq.node
+        borrowed = [fr for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)]
+        return self._reclaimer_for(cq, borrowed) is not None
+
     def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
         for fr, amount in a.usage.items():
@@ -1813,7 +1841,10 @@ class Engine:
             result = _Reservation(self._version, None, False)
             with Statement(self.quota, self.nodes):
                 released = self._release_victims(head, "")
-                if self._fits_any(cq, head, cands, nodes_checked):
+                if any(
+                    self._fits_with(cq, head, a, nodes_checked) and not self._claimed_from(cq, a)
+                    for a in cands.assignments
+                ):
                     result.time = now
                 else:
                     # Runners past their expected end have no known end (their runtime was an

@@ -305,12 +305,20 @@ class NodeIndex:
         """Sequence number of the next capacity increase (a mark for :meth:`may_place_more`)."""
         return self.freed_base + len(self.freed)
 
-    def may_place_more(self, since: int, requests: Mapping[str, int], shortfall: int, scan_limit: int = 64) -> bool:
+    def may_place_more(
+        self,
+        since: int,
+        requests: Mapping[str, int],
+        shortfall: int,
+        scan_limit: int = 64,
+        pools: frozenset[int] | None = None,
+    ) -> bool:
         """Could ``shortfall`` more pods of ``requests`` fit than could at mark ``since``?
 
         An upper bound for a gang whose placement failed: only nodes whose capacity rose since
-        then can take more pods than they could, so when those nodes together cannot take
-        ``shortfall`` pods, a new attempt fails too. True (try again) when in doubt.
+        then (and, given ``pools``, only nodes of those pools) can take more pods than they
+        could, so when those nodes together cannot take ``shortfall`` pods, a new attempt fails
+        too. True (try again) when in doubt.
         """
         start = since - self.freed_base
         if start < 0 or len(self.freed) - start > scan_limit:
@@ -321,6 +329,8 @@ class NodeIndex:
             if node.name in seen or self.nodes.get(node.name) is not node:
                 continue
             seen.add(node.name)
+            if pools is not None and (node.pool is None or node.pool.pool_id not in pools):
+                continue
             if node.schedulable:
                 total += node.how_many(requests, shortfall)
                 if total >= shortfall:

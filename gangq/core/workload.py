@@ -19,15 +19,26 @@ OrderKey = tuple[int, float, int, str]
 class NodeMark:
     """What a gang's last failed node check proved, for a retry filter: at capacity mark
     ``freed_seq`` (``NodeIndex.freed_seq``) the nodes were ``shortfall`` pods short for each of
-    the flavor ``options`` (indices into the gang's flavor options of ``config``)."""
+    the flavor ``options`` (indices into the gang's flavor options of ``config``); only nodes of
+    ``pools`` (ids, while the set of pools is ``pools_version``) could take its pods."""
 
-    __slots__ = ("config", "freed_seq", "options", "shortfall")
+    __slots__ = ("config", "freed_seq", "options", "pools", "pools_version", "shortfall")
 
-    def __init__(self, freed_seq: int, shortfall: int, config: tuple[int, str], options: frozenset[int]) -> None:
+    def __init__(
+        self,
+        freed_seq: int,
+        shortfall: int,
+        config: tuple[int, str],
+        options: frozenset[int],
+        pools: frozenset[int] = frozenset(),
+        pools_version: int = -1,
+    ) -> None:
         self.freed_seq = freed_seq
         self.shortfall = shortfall
         self.config = config
         self.options = options
+        self.pools = pools
+        self.pools_version = pools_version
 
 
 class Workload:
