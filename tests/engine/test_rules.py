@@ -513,3 +513,21 @@ def test_a_head_whose_reservation_slipped_past_the_starvation_timeout_lets_nobod
     assert admitted(e.schedule(400)) == []
     view = e.workload("ns/c")
     assert view is not None and view.reason == "BlockedByReservation"
+
+
+def test_a_head_held_up_by_a_lenders_claim_does_not_hold_back_gangs_within_nominal_quota() -> None:
+    """h fits the free quota only by borrowing what a claims back for a1, so h cannot be admitted
+    now; s, behind h, fits b's own nominal quota and must not wait for a reservation of h's."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("a100", 256, 2)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("c1", "c", 1, 8, t=0), 0)  # 2 of its own, 6 borrowed: 6 of 14 stay free
+    assert admitted(e.schedule(1)) == ["c1"]
+    e.submit(gang("a1", "a", 1, 8, t=1), 1)  # waits for 8, claims a's quota back
+    e.submit(gang("h", "b", 1, 6, t=2), 1)  # 6 free, but 2 of them would be borrowed from a
+    e.submit(gang("s", "b", 1, 2, t=3), 1)  # within b's nominal 4
+    assert admitted(e.schedule(2)) == ["s"]
+    view = e.workload("ns/h")
+    assert view is not None and view.reason == "InsufficientQuota" and "reclaiming" in view.message
