@@ -1283,7 +1283,7 @@ class Engine:
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
         node_failure = ""
-        wl.node_mark = None
+        # A mark from an earlier node check stays sound until a new one replaces it (see NodeMark).
         freed_seq = self.nodes.freed_seq
         shortfall = 0
         node_checked: set[int] = set()  # options whose node check failed

@@ -20,7 +20,11 @@ class NodeMark:
     """What a gang's last failed node check proved, for a retry filter: at capacity mark
     ``freed_seq`` (``NodeIndex.freed_seq``) the nodes were ``shortfall`` pods short for each of
     the flavor ``options`` (indices into the gang's flavor options of ``config``); only nodes of
-    ``pools`` (ids, while the set of pools is ``pools_version``) could take its pods."""
+    ``pools`` (ids, while the set of pools is ``pools_version``) could take its pods.
+
+    It stays sound however long ago it was made: nodes whose capacity did not rise since then can
+    take no more of its pods than they could, so only the nodes freed since can add any.
+    """
 
     __slots__ = ("config", "freed_seq", "options", "pools", "pools_version", "shortfall")
 
