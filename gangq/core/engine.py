@@ -1147,12 +1147,27 @@ class Engine:
         n, m = len(inadmissible), len(keys)
         i = j = 0
         may_preempt = self._may_preempt(cq)
+        quota = self.quota
+        version = quota.version  # the candidates fit what the queue could take at this version
+        bounds: list[dict[str, int]] = []
+        refilter = False
+        workloads = self.workloads
         while i < n:
             key = inadmissible[i]
             if not (may_preempt and cq.name not in ctx.preempted_in):
                 head = cq.head()
                 if head is not None and head.order_key <= key:
                     j = bisect.bisect_left(keys, key, j)
+                    if quota.version != version:
+                        # Admissions since took quota: keep only candidates that still fit.
+                        version = quota.version
+                        bounds = self._candidate_bounds(cq, ctx)
+                        refilter = True
+                    if refilter:
+                        while j < m and not any(
+                            all(v <= b.get(r, 0) for r, v in workloads[keys[j][3]].totals.items()) for b in bounds
+                        ):
+                            j += 1
                     if j == m:
                         return
                     key = keys[j]
