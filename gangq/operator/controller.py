@@ -536,6 +536,8 @@ class Controller:
         if plural.startswith("_"):
             self._internal(plural, obj, now)
             return
+        if plural in NAMESPACED and not self._watched_namespace(obj):
+            return  # `namespaces` is set and this one is not in it (the restart lists are cluster-wide)
         key = _key(obj)
         rv = _rv(obj)
         seen = self.rvs.get((plural, key), 0)
