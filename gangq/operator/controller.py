@@ -14,7 +14,9 @@ describes the flow and the write budget.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import gc
 import heapq
 import json
 import logging
@@ -169,24 +171,34 @@ def _relevant(plural: str, obj: Mapping[str, Any]) -> Any:
 
 
 class Stat:
-    """Count, mean and maximum of a latency (seconds), logged when the controller stops."""
+    """Count, mean, maximum and a coarse histogram of a latency in seconds (``count=True``: of a count),
+    logged when the controller stops."""
 
-    __slots__ = ("n", "peak", "total")
+    __slots__ = ("buckets", "count", "n", "peak", "total")
 
-    def __init__(self) -> None:
+    LATENCY_BOUNDS: Final = (0.01, 0.05, 0.1, 0.5)
+    COUNT_BOUNDS: Final = (2, 10, 50, 200)
+
+    def __init__(self, *, count: bool = False) -> None:
+        self.count = count
         self.n = 0
         self.total = 0.0
         self.peak = 0.0
+        self.buckets = [0] * 5
 
     def add(self, value: float) -> None:
         self.n += 1
         self.total += value
         if value > self.peak:
             self.peak = value
+        self.buckets[bisect.bisect_right(self.COUNT_BOUNDS if self.count else self.LATENCY_BOUNDS, value)] += 1
 
-    def summary(self) -> dict[str, float]:
-        return {"n": self.n, "mean_ms": round(1000 * self.total / self.n, 2) if self.n else 0.0,
-                "max_ms": round(1000 * self.peak, 1)}
+    def summary(self) -> dict[str, Any]:
+        mean = self.total / self.n if self.n else 0.0
+        if self.count:
+            return {"n": self.n, "mean": round(mean, 2), "max": self.peak, "buckets_2_10_50_200": self.buckets}
+        return {"n": self.n, "mean_ms": round(1000 * mean, 2), "max_ms": round(1000 * self.peak, 1),
+                "buckets_10_50_100_500ms": self.buckets}
 
 
 class Entry:
@@ -294,6 +306,8 @@ class Controller:
         self.cycles = 0
         self.admissions = 0
         self.evictions = 0
+        self.gc_seconds = [0.0, 0.0, 0.0]  # time in the cyclic garbage collector, per generation
+        self.burst = Stat(count=True)  # admissions per cycle, of the cycles that admitted any
         self.status_writes: Counter[str] = Counter()  # Workload status writes by the state written
         # where the time goes: event queued -> applied by the loop; loop cycle (apply + schedule +
         # handle); admission decision -> JobSet patch answered
@@ -429,10 +443,21 @@ class Controller:
         if not self.recovered.is_set():
             await self.recover()
         probe = asyncio.ensure_future(self._lag_probe())
+        gc_started: list[float] = []
+
+        def gc_timer(phase: str, info: dict[str, int]) -> None:  # how long the cyclic GC stops the loop
+            if phase == "start":
+                gc_started[:] = [time.perf_counter()]
+            elif gc_started:
+                self.gc_seconds[info.get("generation", 0)] += time.perf_counter() - gc_started[0]
+
+        gc.callbacks.append(gc_timer)
         try:
             await self._loop()
         finally:
             probe.cancel()
+            with contextlib.suppress(ValueError):
+                gc.callbacks.remove(gc_timer)
 
     async def _lag_probe(self) -> None:
         """How late the event loop runs a 50 ms timer: the time every callback waits behind others."""
@@ -486,6 +511,9 @@ class Controller:
                     decisions = []
                 self.cycles += 1
                 self._handle(decisions, now)
+                admitted = sum(1 for d in decisions if isinstance(d, Admission))
+                if admitted:
+                    self.burst.add(admitted)
             self.latency["cycle"].add(time.monotonic() - applied)
             self._flush_workloads(now)
             if now - self._last_queue_status >= self.config.status.queue_interval_seconds:
@@ -518,7 +546,9 @@ class Controller:
         log.info("controller stopping: %d cycles, %d admissions, %d evictions, writes %s, "
                  "Workload status writes by state %s, latency %s",
                  self.cycles, self.admissions, self.evictions, dict(self.client.writes), dict(self.status_writes),
-                 json.dumps({k: v.summary() for k, v in self.latency.items()}))
+                 json.dumps({**{k: v.summary() for k, v in self.latency.items()},
+                             "admissions_per_cycle": self.burst.summary(),
+                             "gc_seconds_by_generation": [round(x, 2) for x in self.gc_seconds]}))
         self.stopping.set()
         tasks = list(self._tasks)
         if tasks:
