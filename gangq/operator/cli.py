@@ -88,7 +88,7 @@ async def _main(
             await asyncio.to_thread(sandbox.stop)
 
 
-GC_THRESHOLDS: Final = (50_000, 20, 10)
+GC_THRESHOLDS: Final = (200_000, 20, 10)
 
 
 def tune_gc() -> None:
