@@ -77,6 +77,7 @@ BATCH_WINDOW_SECONDS: Final = 0.005
 CRITICAL_IN_FLIGHT: Final = 32
 BACKGROUND_IN_FLIGHT: Final = 16
 CRITICAL_QUIET: Final = 4
+BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
 
 # Pending reasons that are plain queueing (written lazily); anything else is written promptly.
 ORDINARY_PENDING: Final = frozenset(
@@ -294,8 +295,8 @@ class Controller:
         self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
         self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
         # Background writes (status, Events) go out only while at most CRITICAL_QUIET admission or
-        # eviction patches wait or are in flight: on a busy API server they would queue ahead of the
-        # writes that start gangs.
+        # eviction patches wait or are in flight (or after BACKGROUND_MAX_WAIT_SECONDS): on a busy
+        # API server they would queue ahead of the writes that start gangs.
         self._critical_busy = 0
         self._critical_clear = asyncio.Event()
         self._critical_clear.set()
@@ -1022,8 +1023,10 @@ class Controller:
                     with contextlib.suppress(BaseException):
                         await prev
                 async with sem:
-                    if not critical:
-                        await self._critical_clear.wait()
+                    if not critical and not self._critical_clear.is_set():
+                        # behind the admissions, but never starved (a slow API server keeps patches in flight)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)
                     try:
                         await fn()
                     except ApiError as err:
