@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -109,6 +110,7 @@ class Runner:
         self.errors: list[str] = []
         self.t0 = 0.0
         self.start_rv = "0"
+        self.rtt = {"create": [0, 0.0], "complete": [0, 0.0]}  # requests, seconds: the API server's answer time
 
     async def run(self, session: aiohttp.ClientSession) -> None:
         async with session.get(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets") as r:
@@ -130,12 +132,14 @@ class Runner:
     async def create(self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str,
                      cls: str, cpu: int) -> None:
         async with sem:
-            self.created[name] = time.monotonic()
+            self.created[name] = t = time.monotonic()
             async with session.post(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
                                     json=jobset(name, queue, cls, cpu)) as r:
                 if r.status != 201:
                     self.errors.append(f"create {name}: {r.status}")
                 self.writes["create jobsets.jobset.x-k8s.io"] += 1
+            self.rtt["create"][0] += 1
+            self.rtt["create"][1] += time.monotonic() - t
 
     async def complete(self, session: aiohttp.ClientSession, name: str, runtime: float) -> None:
         await asyncio.sleep(runtime)
@@ -151,6 +155,8 @@ class Runner:
             if r.status != 200:
                 self.errors.append(f"complete {name}: {r.status}")
             self.writes["patch jobsets.jobset.x-k8s.io/status"] += 1
+        self.rtt["complete"][0] += 1
+        self.rtt["complete"][1] += time.monotonic() - finished_at
         self.completed[name] = finished_at
         self.used_before[name] = self.used_before.get(name, 0.0) + finished_at - self.running.pop(name, finished_at)
         if len(self.completed) == len(self.plan):
@@ -256,6 +262,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help="controller configuration (merged over the benchmark's)")
     parser.add_argument("--profile", type=Path, help="run the controller under cProfile, writing this file")
     args = parser.parse_args()
+    gc.set_threshold(50_000, 20, 10)  # the runner holds 15,000 JobSets' records: as the controller does
 
     jobs, _ = plan(args.scale)
     baseline = engine_alone(args.scale)
@@ -292,21 +299,33 @@ def main() -> None:
         runner_cpu0 = time.process_time()
         asyncio.run(go())
         runner_cpu = time.process_time() - runner_cpu0
-        # let the controller flush the status writes it delays (status.workloadDelaySeconds) before counting
+        # let the controller write the status it delays (status.workloadDelaySeconds), then stop it
+        # (it waits for its writes in flight) and only then count: every write it sends is counted
         delay = float((config.get("status") or {}).get("workloadDelaySeconds", 2.0))
-        time.sleep(delay + 3.0)
+        time.sleep(delay + 1.0)
+        settle_deadline, last, still = time.monotonic() + 120, -1, 0
+        while still < 3 and time.monotonic() < settle_deadline:  # until no write for 3 s
+            with urllib.request.urlopen(sb.url + "/debug/requests") as r:
+                rows = json.loads(r.read())["requests"]
+            total = sum(row["count"] for row in rows if row["verb"] not in ("get", "list", "watch"))
+            still = still + 1 if total == last else 0
+            last = total
+            time.sleep(1.0)
         cpu_s, rss_mb = proc_stats(controller.pid)
+        controller.send_signal(2)
+        try:
+            controller.wait(30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
         sandbox_cpu = proc_stats(sb._proc.pid)[0] if sb._proc is not None else None
         with urllib.request.urlopen(sb.url + "/debug/requests") as r:
             counters = json.loads(r.read())
     finally:
-        if controller is not None:
-            controller.send_signal(2)
-            try:
-                controller.wait(20)
-            except subprocess.TimeoutExpired:
-                controller.kill()
+        if controller is not None and controller.poll() is None:
+            controller.kill()
         sb.stop()
+    summary = [line for line in (tmp / "controller.log").read_text(errors="replace").splitlines()
+               if "controller stopping:" in line]
 
     wall = max(runner.completed.values()) - min(runner.created.values())
     used: dict[str, float] = {}
@@ -333,12 +352,16 @@ def main() -> None:
         "controller_peak_rss_mb": round(rss_mb, 1),
         "sandbox_cpu_seconds": round(sandbox_cpu, 2) if sandbox_cpu is not None else None,
         "runner_cpu_seconds": round(runner_cpu, 2),
+        "runner_request_ms": {k: round(1000 * t / n, 2) if n else None for k, (n, t) in runner.rtt.items()},
         "workloads": n,
         "evictions_seen_by_runner": runner.evictions,
         "scale": args.scale,
         "writes_by_resource": by_resource,
         "failed_requests": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
         "runner_errors": runner.errors[:20],
+        # cycles, admissions, evictions, writes, Workload status writes by state, latencies (inbox wait,
+        # loop cycle, admission write) as the controller logs them when it stops
+        "controller_summary": summary[-1].split("controller stopping: ", 1)[-1] if summary else None,
         "controller_config": config,
         "engine_alone": baseline,
         "kueue": KUEUE,

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
 from enum import StrEnum
 from pathlib import Path
+from typing import Final
 
 import typer
 from rich.console import Console
@@ -86,6 +88,18 @@ async def _main(
             await asyncio.to_thread(sandbox.stop)
 
 
+GC_THRESHOLDS: Final = (200_000, 20, 10)
+
+
+def tune_gc() -> None:
+    """The controller process keeps a large, long-lived heap (the JobSets it holds, kopf's per-object
+    memories, the engine's state); with CPython's default thresholds (700, 10, 10) the cyclic
+    garbage collector re-scans it over and over: in Kueue's baseline (15,000 JobSets) it took half
+    the controller's CPU time, 26 s of it in full collections. Young collections stay frequent
+    enough to catch short-lived cycles (asyncio tasks and their exceptions); full ones become rare."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run(
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)"),  # noqa: B008, E501
     config: Path | None = typer.Option(None, "--config", help="operator configuration YAML (example: policies/operator-config.yaml)"),  # noqa: B008, E501
@@ -97,6 +111,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
 ) -> None:
     """Run the gangq controller in the foreground (Ctrl-C stops it)."""
+    tune_gc()
     console = Console(soft_wrap=True)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -44,7 +44,7 @@ class StatusConfig(_Model):
     workload_delay_seconds: float = Field(2.0, alias="workloadDelaySeconds", ge=0)
     pending_delay_seconds: float = Field(30.0, alias="pendingDelaySeconds", ge=0)
     pending_min_interval_seconds: float = Field(60.0, alias="pendingMinIntervalSeconds", ge=0)
-    queue_interval_seconds: float = Field(2.0, alias="queueIntervalSeconds", gt=0)
+    queue_interval_seconds: float = Field(5.0, alias="queueIntervalSeconds", gt=0)
 
 
 class EventsConfig(_Model):

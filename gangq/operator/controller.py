@@ -14,12 +14,15 @@ describes the flow and the write budget.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import gc
 import heapq
 import json
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -70,6 +73,11 @@ WATCHED: Final = (
 NAMESPACED: Final = frozenset({"localqueues", "pods", "jobsets"})
 
 BATCH_WINDOW_SECONDS: Final = 0.005
+# Writes in flight: JobSet admission / eviction patches, and everything else (status, Events).
+CRITICAL_IN_FLIGHT: Final = 32
+BACKGROUND_IN_FLIGHT: Final = 16
+CRITICAL_QUIET: Final = 4
+BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
 
 # Pending reasons that are plain queueing (written lazily); anything else is written promptly.
 ORDINARY_PENDING: Final = frozenset(
@@ -163,6 +171,37 @@ def _relevant(plural: str, obj: Mapping[str, Any]) -> Any:
     return obj.get("spec")
 
 
+class Stat:
+    """Count, mean, maximum and a coarse histogram of a latency in seconds (``count=True``: of a count),
+    logged when the controller stops."""
+
+    __slots__ = ("buckets", "count", "n", "peak", "total")
+
+    LATENCY_BOUNDS: Final = (0.01, 0.05, 0.1, 0.5)
+    COUNT_BOUNDS: Final = (2, 10, 50, 200)
+
+    def __init__(self, *, count: bool = False) -> None:
+        self.count = count
+        self.n = 0
+        self.total = 0.0
+        self.peak = 0.0
+        self.buckets = [0] * 5
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.total += value
+        if value > self.peak:
+            self.peak = value
+        self.buckets[bisect.bisect_right(self.COUNT_BOUNDS if self.count else self.LATENCY_BOUNDS, value)] += 1
+
+    def summary(self) -> dict[str, Any]:
+        mean = self.total / self.n if self.n else 0.0
+        if self.count:
+            return {"n": self.n, "mean": round(mean, 2), "max": self.peak, "buckets_2_10_50_200": self.buckets}
+        return {"n": self.n, "mean_ms": round(1000 * mean, 2), "max_ms": round(1000 * self.peak, 1),
+                "buckets_10_50_100_500ms": self.buckets}
+
+
 class Entry:
     """What the controller knows about one queued JobSet and its Workload object."""
 
@@ -191,6 +230,7 @@ class Entry:
         "sig",
         "spec",
         "state",
+        "status_queued",
         "uid",
         "wl_name",
         "writing",
@@ -225,6 +265,7 @@ class Entry:
         self.running = 0
         self.pod_sets: list[dict[str, Any]] = []
         self.writing = False
+        self.status_queued = False  # a status writer is spawned and has not started yet
 
 
 class Controller:
@@ -235,7 +276,7 @@ class Controller:
         self.config = config
         self.engine = Engine(config.engine_config())
         self.lock = asyncio.Lock()  # held while the loop mutates the engine (readers on the same loop)
-        self.inbox: asyncio.Queue[tuple[str, str, dict[str, Any]]] = asyncio.Queue()
+        self.inbox: asyncio.Queue[tuple[str, str, dict[str, Any], float]] = asyncio.Queue()
         self.entries: dict[str, Entry] = {}
         self.rvs: dict[tuple[str, str], int] = {}
         self._applied: dict[tuple[str, str], Any] = {}  # what the engine last got per config object
@@ -251,8 +292,14 @@ class Controller:
         self.stopping = asyncio.Event()
         self.recovered = asyncio.Event()
         # Two lanes, so a burst of status writes never delays an admission or an eviction.
-        self._sem_critical = asyncio.Semaphore(32)
-        self._sem_background = asyncio.Semaphore(16)
+        self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
+        self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
+        # Background writes (status, Events) go out only while at most CRITICAL_QUIET admission or
+        # eviction patches wait or are in flight (or after BACKGROUND_MAX_WAIT_SECONDS): on a busy
+        # API server they would queue ahead of the writes that start gangs.
+        self._critical_busy = 0
+        self._critical_clear = asyncio.Event()
+        self._critical_clear.set()
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_queue_status = 0.0
@@ -260,6 +307,13 @@ class Controller:
         self.cycles = 0
         self.admissions = 0
         self.evictions = 0
+        self.gc_seconds = [0.0, 0.0, 0.0]  # time in the cyclic garbage collector, per generation
+        self.burst = Stat(count=True)  # admissions per cycle, of the cycles that admitted any
+        self.status_writes: Counter[str] = Counter()  # Workload status writes by the state written
+        # where the time goes: event queued -> applied by the loop; loop cycle (apply + schedule +
+        # handle); admission decision -> JobSet patch answered
+        self.latency: dict[str, Stat] = {"inbox_wait": Stat(), "cycle": Stat(), "admission_queued": Stat(),
+                                       "admission_write": Stat(), "loop_lag": Stat()}
         self.telemetry: Any = None  # gangq.observability.telemetry.Telemetry, when attached
 
     # ------------------------------------------------------------------------------------------
@@ -267,7 +321,7 @@ class Controller:
     # ------------------------------------------------------------------------------------------
 
     def enqueue(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.inbox.put_nowait((plural, event_type or "ADDED", obj))
+        self.inbox.put_nowait((plural, event_type or "ADDED", obj, time.monotonic()))
 
     # ------------------------------------------------------------------------------------------
     # Restart: rebuild from the API
@@ -393,6 +447,32 @@ class Controller:
         """Drain events, schedule, write; until :attr:`stopping` is set."""
         if not self.recovered.is_set():
             await self.recover()
+        probe = asyncio.ensure_future(self._lag_probe())
+        gc_started: list[float] = []
+
+        def gc_timer(phase: str, info: dict[str, int]) -> None:  # how long the cyclic GC stops the loop
+            if phase == "start":
+                gc_started[:] = [time.perf_counter()]
+            elif gc_started:
+                self.gc_seconds[info.get("generation", 0)] += time.perf_counter() - gc_started[0]
+
+        gc.callbacks.append(gc_timer)
+        try:
+            await self._loop()
+        finally:
+            probe.cancel()
+            with contextlib.suppress(ValueError):
+                gc.callbacks.remove(gc_timer)
+
+    async def _lag_probe(self) -> None:
+        """How late the event loop runs a 50 ms timer: the time every callback waits behind others."""
+        stat = self.latency["loop_lag"]
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            stat.add(max(0.0, time.monotonic() - t - 0.05))
+
+    async def _loop(self) -> None:
         while not self.stopping.is_set():
             now = time.time()
             timeout = self._sleep_for(now)
@@ -420,8 +500,11 @@ class Controller:
             while not self.inbox.empty() and len(batch) < 5000:
                 batch.append(self.inbox.get_nowait())
             now = time.time()
+            applied = time.monotonic()
+            inbox_wait = self.latency["inbox_wait"]
             async with self.lock:
-                for plural, event_type, obj in batch:
+                for plural, event_type, obj, queued in batch:
+                    inbox_wait.add(applied - queued)
                     try:
                         self._apply(plural, event_type, obj, now)
                     except Exception:  # bad input never stops the loop
@@ -433,6 +516,10 @@ class Controller:
                     decisions = []
                 self.cycles += 1
                 self._handle(decisions, now)
+                admitted = sum(1 for d in decisions if isinstance(d, Admission))
+                if admitted:
+                    self.burst.add(admitted)
+            self.latency["cycle"].add(time.monotonic() - applied)
             self._flush_workloads(now)
             if now - self._last_queue_status >= self.config.status.queue_interval_seconds:
                 self._last_queue_status = now
@@ -461,8 +548,12 @@ class Controller:
 
     async def stop(self) -> None:
         """Stop the loop and wait for the writes in flight."""
-        log.info("controller stopping: %d cycles, %d admissions, %d evictions, writes %s",
-                 self.cycles, self.admissions, self.evictions, dict(self.client.writes))
+        log.info("controller stopping: %d cycles, %d admissions, %d evictions, writes %s, "
+                 "Workload status writes by state %s, latency %s",
+                 self.cycles, self.admissions, self.evictions, dict(self.client.writes), dict(self.status_writes),
+                 json.dumps({**{k: v.summary() for k, v in self.latency.items()},
+                             "admissions_per_cycle": self.burst.summary(),
+                             "gc_seconds_by_generation": [round(x, 2) for x in self.gc_seconds]}))
         self.stopping.set()
         tasks = list(self._tasks)
         if tasks:
@@ -480,6 +571,8 @@ class Controller:
         if plural.startswith("_"):
             self._internal(plural, obj, now)
             return
+        if plural in NAMESPACED and not self._watched_namespace(obj):
+            return  # `namespaces` is set and this one is not in it (the restart lists are cluster-wide)
         key = _key(obj)
         rv = _rv(obj)
         seen = self.rvs.get((plural, key), 0)
@@ -945,16 +1038,30 @@ class Controller:
         sem = self._sem_critical if critical else self._sem_background
 
         async def run() -> None:
-            if prev is not None:
-                with contextlib.suppress(BaseException):
-                    await prev
-            async with sem:
-                try:
-                    await fn()
-                except ApiError as err:
-                    log.warning("write for %s failed: %s", chain_key, err)
-                except Exception:
-                    log.exception("write for %s failed", chain_key)
+            if critical:
+                self._critical_busy += 1
+                if self._critical_busy > CRITICAL_QUIET:
+                    self._critical_clear.clear()
+            try:
+                if prev is not None:
+                    with contextlib.suppress(BaseException):
+                        await prev
+                async with sem:
+                    if not critical and not self._critical_clear.is_set():
+                        # behind the admissions, but never starved (a slow API server keeps patches in flight)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)
+                    try:
+                        await fn()
+                    except ApiError as err:
+                        log.warning("write for %s failed: %s", chain_key, err)
+                    except Exception:
+                        log.exception("write for %s failed", chain_key)
+            finally:
+                if critical:
+                    self._critical_busy -= 1
+                    if self._critical_busy <= CRITICAL_QUIET:
+                        self._critical_clear.set()
 
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
@@ -991,12 +1098,16 @@ class Controller:
             ops.append({"op": "add", "path": "/spec/suspend", "value": False})  # even if `current` is stale
             return ops
 
+        decided = time.monotonic()
+
         async def write() -> None:
             path = self._jobset_path(entry)
             current: Mapping[str, Any] = obj
+            self.latency["admission_queued"].add(time.monotonic() - decided)
             for attempt in range(2):
                 try:
                     new = await self.client.patch(path, ops_for(current), JSON_PATCH)
+                    self.latency["admission_write"].add(time.monotonic() - decided)
                     self.enqueue("_written", "", {"key": key, "object": new})
                     if self.config.events.admission:
                         self._post_event(entry, "Normal", "Admitted",
@@ -1105,7 +1216,7 @@ class Controller:
             "count": 1,
         }
         try:
-            await self.client.create(resource_path("", "v1", "events", entry.namespace), body)
+            await self.client.create(resource_path("", "v1", "events", entry.namespace), body, want_body=False)
         except ApiError as err:
             log.debug("event for %s not posted: %s", entry.key, err)
 
@@ -1209,51 +1320,67 @@ class Controller:
             if entry is None or entry.due != due:
                 continue  # forgotten, or superseded by an earlier due time
             entry.due = None
-            status = self.workload_status(entry)
-            comparable = {k: v for k, v in status.items() if k not in ("position", "pendingInQueue")}
-            if entry.created and comparable == entry.last_written:
-                if entry.state == "Finished":
-                    self.entries.pop(key, None)
-                    self.rvs.pop(("jobsets", key), None)
-                continue
-            entry.last_written = comparable
-            if entry.state == "Pending":
-                entry.last_pending_write = now
-            create = None if entry.created else self._workload_body(entry)
-            entry.created = True
-            self._spawn(f"wl:{key}", self._status_writer(entry, status, create))
-            if entry.state == "Finished":  # its last write: forget it (later events of the JobSet are ignored)
-                self.entries.pop(key, None)
-                self.rvs.pop(("jobsets", key), None)
+            if entry.status_queued:
+                continue  # a writer is queued already; it writes the status as it is when it goes out
+            entry.status_queued = True
+            self._spawn(f"wl:{key}", self._status_writer(entry))
 
-    def _status_writer(
-        self, entry: Entry, status: dict[str, Any], create: dict[str, Any] | None
-    ) -> Callable[[], Awaitable[None]]:
+    def _status_writer(self, entry: Entry) -> Callable[[], Awaitable[None]]:
+        """The Workload's status write, computed when it goes out (not when it was due): a writer that
+        waited behind admissions writes the latest state, and the states in between are never sent."""
+        key = entry.key
         base = resource_path(GROUP, VERSION, "workloads", entry.namespace)
         path = resource_path(GROUP, VERSION, "workloads", entry.namespace, entry.wl_name, "status")
 
         async def write() -> None:
-            body = create
-            for _ in range(2):
-                if body is not None:
-                    try:
-                        await self.client.create(base, body)
-                    except ApiError as err:
-                        if err.status == 404:  # the namespace or the JobSet is gone
-                            return
-                        if err.status != 409:
-                            raise
-                try:
-                    await self.client.patch(path, {"status": status})
-                    return
-                except ApiError as err:
-                    if err.status != 404 or body is not None:
-                        raise
-                    if entry.key not in self.entries:
-                        return
-                    body = self._workload_body(entry)  # deleted from outside: create it again
+            entry.status_queued = False
+            if self.entries.get(key) is not entry:
+                return  # forgotten meanwhile (deleted, recreated, no longer queued)
+            status = self.workload_status(entry)
+            comparable = {k: v for k, v in status.items() if k not in ("position", "pendingInQueue")}
+            finished = entry.state == "Finished"
+            if finished:  # its last write: forget it (later events of the JobSet are ignored)
+                self.entries.pop(key, None)
+                self.rvs.pop(("jobsets", key), None)
+            if entry.created and (
+                comparable == entry.last_written
+                or (entry.state == "Pending" and _significant(comparable) == _significant(entry.last_written))
+            ):
+                # Nothing changed, or a queued gang whose reason is back to the one written (or
+                # whose message alone moved): that rides along with its next write.
+                return
+            entry.last_written = comparable
+            self.status_writes[status["state"]] += 1
+            if entry.state == "Pending":
+                entry.last_pending_write = time.time()
+            create = None if entry.created else self._workload_body(entry)
+            entry.created = True
+            await self._send_status(entry, base, path, status, create)
 
         return write
+
+    async def _send_status(
+        self, entry: Entry, base: str, path: str, status: dict[str, Any], create: dict[str, Any] | None
+    ) -> None:
+        body = create
+        for _ in range(2):
+            if body is not None:
+                try:
+                    await self.client.create(base, body, want_body=False)
+                except ApiError as err:
+                    if err.status == 404:  # the namespace or the JobSet is gone
+                        return
+                    if err.status != 409:
+                        raise
+            try:
+                await self.client.patch(path, {"status": status}, want_body=False)
+                return
+            except ApiError as err:
+                if err.status != 404 or body is not None:
+                    raise
+                if entry.key not in self.entries:
+                    return
+                body = self._workload_body(entry)  # deleted from outside: create it again
 
     def _flush_queue_status(self) -> None:
         lq_counts: dict[str, list[int]] = {}
@@ -1277,7 +1404,7 @@ class Controller:
     def _queue_writer(self, path: str, status: dict[str, Any]) -> Callable[[], Awaitable[None]]:
         async def write() -> None:
             try:
-                await self.client.patch(path, {"status": status})
+                await self.client.patch(path, {"status": status}, want_body=False)
             except ApiError as err:
                 if err.status != 404:
                     raise
@@ -1347,6 +1474,18 @@ class Controller:
                 cond = self._active_condition(True, "Ready", "Can submit new workloads to ClusterQueue", old)
         return {"pendingWorkloads": counts[0], "admittedWorkloads": counts[1], "reservingWorkloads": counts[1],
                 "conditions": [cond]}
+
+
+def _significant(status: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What a status write is for, without messages and times: state, reason, ClusterQueue,
+    admission, requeue state and each condition's type, status and reason."""
+    if status is None:
+        return None
+    return (
+        status.get("state"), status.get("reason"), status.get("clusterQueue"), status.get("admission"),
+        status.get("requeueState"),
+        tuple((c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or ()),
+    )
 
 
 OperatorState = Controller

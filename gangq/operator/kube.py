@@ -52,6 +52,10 @@ def resource_path(
     return base
 
 
+CONNECTIONS: Final = 64
+"""Connections to the API server at most (the controller's write lanes: 32 + 16, plus reads)."""
+
+
 class TokenBucket:
     """``rate`` tokens per second, at most ``burst`` saved up (client-go's QPS / Burst)."""
 
@@ -168,7 +172,7 @@ class KubeClient:
             self._session = aiohttp.ClientSession(
                 base_url=None,
                 headers=headers,
-                connector=aiohttp.TCPConnector(ssl=ctx, limit=64),
+                connector=aiohttp.TCPConnector(ssl=ctx, limit=CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=60),
             )
         return self._session
@@ -186,8 +190,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
+        want_body: bool = True,
     ) -> dict[str, Any]:
-        """One request; returns the decoded JSON body; raises :class:`ApiError` on a non-2xx code.
+        """One request; returns the decoded JSON body (``{}`` with ``want_body=False``: a write whose
+        answer nobody reads is not decoded); raises :class:`ApiError` on a non-2xx code.
         Retries 429 / 5xx / connection errors a few times with backoff (honouring Retry-After)."""
         session = await self.session()
         url = self.credentials.server + path
@@ -217,7 +223,7 @@ class KubeClient:
                 except Exception:  # metrics never break a write
                     log.debug("request observer failed", exc_info=True)
             if status < 300:
-                return json.loads(text) if text else {}
+                return json.loads(text) if text and want_body else {}
             if (status == 429 or status >= 500) and attempt < 5:
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
                 await asyncio.sleep(wait)
@@ -249,14 +255,16 @@ class KubeClient:
         result["items"] = items
         return result
 
-    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("POST", path, body=body)
+    async def create(self, path: str, body: dict[str, Any], *, want_body: bool = True) -> dict[str, Any]:
+        return await self.request("POST", path, body=body, want_body=want_body)
 
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, body=body)
 
-    async def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH) -> dict[str, Any]:
-        return await self.request("PATCH", path, body=body, content_type=content_type)
+    async def patch(
+        self, path: str, body: Any, content_type: str = MERGE_PATCH, *, want_body: bool = True
+    ) -> dict[str, Any]:
+        return await self.request("PATCH", path, body=body, content_type=content_type, want_body=want_body)
 
     async def delete(self, path: str) -> dict[str, Any]:
         return await self.request("DELETE", path, body={"propagationPolicy": "Background"})

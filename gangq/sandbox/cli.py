@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -45,6 +46,11 @@ def up_command(
     """Run the sandbox in the foreground until Ctrl-C."""
     from gangq.sandbox.nodespec import NodeSpecError
     from gangq.sandbox.runtime import up
+
+    # The store keeps every object (and its JSON text) for the server's lifetime: with CPython's
+    # default thresholds the cyclic GC keeps re-scanning that heap (as in the controller, see
+    # gangq.operator.cli.tune_gc). Young collections stay frequent; full ones become rare.
+    gc.set_threshold(50_000, 20, 10)
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

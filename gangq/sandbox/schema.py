@@ -332,38 +332,41 @@ def _is_valid(value: Any, s: Mapping[str, Any], path: str) -> bool:
     return not errs
 
 
+def _iv(value: Any, where: str) -> str:
+    """``Invalid value: <value>: <where>``, rendered only when there is an error to report."""
+    return f"Invalid value: {_render(value)}: {where}"
+
+
 def _validate_number(value: float, s: Mapping[str, Any], path: str, where: str, errors: list[tuple[str, str]]) -> None:
-    rv = _render(value)
     minimum = s.get("minimum")
     if isinstance(minimum, int | float):
         if s.get("exclusiveMinimum") is True:
             if value <= minimum:
-                errors.append((path, f"Invalid value: {rv}: {where} in body should be greater than {_render(minimum)}"))
+                errors.append((path, f"{_iv(value, where)} in body should be greater than {_render(minimum)}"))
         elif value < minimum:
             errors.append(
-                (path, f"Invalid value: {rv}: {where} in body should be greater than or equal to {_render(minimum)}")
+                (path, f"{_iv(value, where)} in body should be greater than or equal to {_render(minimum)}")
             )
     maximum = s.get("maximum")
     if isinstance(maximum, int | float):
         if s.get("exclusiveMaximum") is True:
             if value >= maximum:
-                errors.append((path, f"Invalid value: {rv}: {where} in body should be less than {_render(maximum)}"))
+                errors.append((path, f"{_iv(value, where)} in body should be less than {_render(maximum)}"))
         elif value > maximum:
             errors.append(
-                (path, f"Invalid value: {rv}: {where} in body should be less than or equal to {_render(maximum)}")
+                (path, f"{_iv(value, where)} in body should be less than or equal to {_render(maximum)}")
             )
     multiple = s.get("multipleOf")
     if isinstance(multiple, int | float) and multiple > 0:
         q = value / multiple
         if not math.isclose(q, round(q), rel_tol=0, abs_tol=1e-9):
-            errors.append((path, f"Invalid value: {rv}: {where} in body should be a multiple of {_render(multiple)}"))
+            errors.append((path, f"{_iv(value, where)} in body should be a multiple of {_render(multiple)}"))
 
 
 def _validate_string(value: str, s: Mapping[str, Any], path: str, where: str, errors: list[tuple[str, str]]) -> None:
-    rv = _render(value)
     min_length = s.get("minLength")
     if isinstance(min_length, int) and len(value) < min_length:
-        errors.append((path, f"Invalid value: {rv}: {where} in body should be at least {min_length} chars long"))
+        errors.append((path, f"{_iv(value, where)} in body should be at least {min_length} chars long"))
     max_length = s.get("maxLength")
     if isinstance(max_length, int) and len(value) > max_length:
         errors.append((path, f"Too long: may not be longer than {max_length}"))
@@ -371,7 +374,7 @@ def _validate_string(value: str, s: Mapping[str, Any], path: str, where: str, er
     if isinstance(pattern, str):
         compiled = _compile(pattern)
         if compiled is not None and compiled.search(value) is None:
-            errors.append((path, f"Invalid value: {rv}: {where} in body should match '{pattern}'"))
+            errors.append((path, f"{_iv(value, where)} in body should match '{pattern}'"))
 
 
 def _validate_array(
