@@ -62,6 +62,7 @@ NOMINAL_CPU = 20.0
 
 CONTROLLER_CONFIG: dict[str, Any] = {
     "podsReady": {"enable": False},  # no pods in this test
+    "preemption": {"budget": 1},  # as the simulator's kueue-baseline scenario (docs/simulate.md)
     "api": {"qps": 2000, "burst": 4000},
     "metricsPort": None,
 }

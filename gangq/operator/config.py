@@ -47,6 +47,12 @@ class StatusConfig(_Model):
     queue_interval_seconds: float = Field(5.0, alias="queueIntervalSeconds", gt=0)
 
 
+class PreemptionConfig(_Model):
+    """Engine preemption settings (docs/engine.md, Preemption)."""
+
+    budget: int | None = Field(None, ge=1)  # a gang evicted this many times is no longer a victim
+
+
 class EventsConfig(_Model):
     admission: bool = True
     eviction: bool = True
@@ -66,6 +72,7 @@ class OperatorConfig(_Model):
     pods_ready: PodsReadyConfig = Field(default_factory=PodsReadyConfig, alias="podsReady")
     starvation: StarvationConfig = Field(default_factory=StarvationConfig)
     fair_sharing: FairSharingConfig = Field(default_factory=FairSharingConfig, alias="fairSharing")
+    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     status: StatusConfig = Field(default_factory=StatusConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)
@@ -83,6 +90,7 @@ class OperatorConfig(_Model):
             requeue_timestamp=pr.requeue_timestamp,
             starvation_timeout=self.starvation.timeout_seconds,
             fair_sharing=self.fair_sharing.enable,
+            preemption_budget=self.preemption.budget,
         )
 
 

@@ -1,0 +1,30 @@
+"""The controller's configuration file: defaults, engine settings, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gangq.core import SpecError
+from gangq.operator.config import load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_example_file_is_the_defaults() -> None:
+    example = load_config(ROOT / "policies" / "operator-config.yaml").engine_config()
+    default = parse_config({}).engine_config()
+    for field in ("pods_ready_timeout", "starvation_timeout", "fair_sharing", "preemption_budget"):
+        assert getattr(example, field) == getattr(default, field), field
+    assert default.preemption_budget is None  # Kueue's behaviour unless an admin sets a budget
+
+
+def test_preemption_budget_reaches_the_engine_and_bad_values_name_the_field() -> None:
+    assert parse_config({"preemption": {"budget": 2}}).engine_config().preemption_budget == 2
+    with pytest.raises(SpecError) as info:
+        parse_config({"preemption": {"budget": 0}}, "cfg.yaml")
+    assert info.value.field == "preemption.budget"
+    with pytest.raises(SpecError) as info:
+        parse_config({"preemption": {"budgett": 1}}, "cfg.yaml")
+    assert "budgett" in info.value.field
