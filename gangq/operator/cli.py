@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
 
 import typer
 from rich.console import Console
 
 from gangq.core.errors import SpecError
+from gangq.gc_tuning import tune_gc
 from gangq.operator.config import OperatorConfig, load_config
 from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
 from gangq.operator.kube import Credentials, KubeClient
@@ -88,16 +87,6 @@ async def _main(
             await asyncio.to_thread(sandbox.stop)
 
 
-GC_THRESHOLDS: Final = (200_000, 20, 10)
-
-
-def tune_gc() -> None:
-    """The controller process keeps a large, long-lived heap (the JobSets it holds, kopf's per-object
-    memories, the engine's state); with CPython's default thresholds (700, 10, 10) the cyclic
-    garbage collector re-scans it over and over: in Kueue's baseline (15,000 JobSets) it took half
-    the controller's CPU time, 26 s of it in full collections. Young collections stay frequent
-    enough to catch short-lived cycles (asyncio tasks and their exceptions); full ones become rare."""
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def run(

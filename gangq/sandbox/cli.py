@@ -49,7 +49,7 @@ def up_command(
 
     # The store keeps every object (and its JSON text) for the server's lifetime: with CPython's
     # default thresholds the cyclic GC keeps re-scanning that heap (as in the controller, see
-    # gangq.operator.cli.tune_gc). Young collections stay frequent; full ones become rare.
+    # gangq.gc_tuning). Young collections stay frequent; full ones become rare.
     gc.set_threshold(50_000, 20, 10)
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
