@@ -67,6 +67,8 @@ from gangq.core.workload import NodeMark, OrderKey, Workload
 
 log = logging.getLogger("gangq.core")
 
+_MAX_RESERVATION_CHAIN = 64  # older heads followed when a head's reservation depends on theirs
+
 _ADMITTED = 0
 _FAILED = 1
 _STOP = 2
@@ -197,6 +199,7 @@ class Engine:
         self._version = 0  # bumped on every capacity change (reservation cache key)
         self._config_version = 0  # bumped on every spec change (flavor-choice cache key)
         self._reservations: dict[str, _Reservation] = {}
+        self._reservation_depth = 0  # nesting of _reservation through older heads (see there)
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
         self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
@@ -1349,7 +1352,10 @@ class Engine:
                 break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
-            if blocked_by is not self._holding_head(cq, ctx.now):
+            if self._limited or not self._starving(blocked_by, ctx.now):
+                # Its reservation may change with any capacity change. A starving head without
+                # a reservation time (no runtime limits anywhere) holds this gang back until it
+                # is admitted or leaves, and either retries its cohort tree.
                 self._waiting_reservation[cq.name] = None
             self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
@@ -1626,6 +1632,27 @@ class Engine:
             if node is not None:
                 self.nodes.allocate(node, req, -1)
 
+    def _held_back(
+        self,
+        cq: ClusterQueueState,
+        head: Workload,
+        a: Assignment,
+        scope: list[tuple[Workload, _Reservation]],
+        nodes_checked: bool,
+        now: float,
+    ) -> bool:
+        """Would an older head's reservation keep ``head`` from being admitted now with ``a``?
+        Then ``head`` cannot be admitted now either and holds no reservation for now: otherwise
+        heads queue up behind one starving gang in a chain, each holding back everything behind
+        it although none of them can start."""
+        if not scope:
+            return False
+        with Statement(self.quota, self.nodes):
+            self._charge(head, cq, a.usage)
+            if nodes_checked and self._place(head, a, None)[0]:
+                return True
+            return self._reservation_blocks(scope, head, now) is not None
+
     def _claimed_from(self, cq: ClusterQueueState, a: Assignment) -> bool:
         """Would ``a`` borrow quota that a lender claims back now? A head that fits only that way
         cannot be admitted now, so it holds no reservation for now: gangs behind it that are
@@ -1846,6 +1873,7 @@ class Engine:
         if hit is not None:
             return hit
         cached = self._reservations.get(head.key)
+        truncated = False
         cq = head.cq
         assert cq is not None
         cands = self._assignments(cq, head, messages=False)
@@ -1854,11 +1882,28 @@ class Engine:
             result = _Reservation(self._version, None, True)
         else:
             result = _Reservation(self._version, None, False)
+            # The reservations of the older heads in each assignment's scope, computed before
+            # any what-if (they are cached for the current state). Chains are followed to a
+            # bounded depth; deeper, a head is taken as not held back, and that answer is not
+            # cached (so it cannot depend on the order in which reservations were asked for).
+            scopes: list[list[tuple[Workload, _Reservation]]] = [[] for _ in cands.assignments]
+            truncated = self._reservation_depth >= _MAX_RESERVATION_CHAIN
+            if not truncated:
+                self._reservation_depth += 1
+                try:
+                    scopes = [
+                        [(h, self._reservation(h, now)) for h in self._heads_in_scope(cq, head, a)]
+                        for a in cands.assignments
+                    ]
+                finally:
+                    self._reservation_depth -= 1
             with Statement(self.quota, self.nodes):
                 released = self._release_victims(head, "")
                 if any(
-                    self._fits_with(cq, head, a, nodes_checked) and not self._claimed_from(cq, a)
-                    for a in cands.assignments
+                    self._fits_with(cq, head, a, nodes_checked)
+                    and not self._claimed_from(cq, a)
+                    and not self._held_back(cq, head, a, scope, nodes_checked, now)
+                    for a, scope in zip(cands.assignments, scopes, strict=True)
                 ):
                     result.time = now
                 else:
@@ -1873,7 +1918,8 @@ class Engine:
                             result.time = end
                             break
         result.promised = result.time if cached is None or cached.promised is None else cached.promised
-        self._reservations[head.key] = result
+        if not truncated:
+            self._reservations[head.key] = result
         return result
 
     def _fits_empty_nodes(self, wl: Workload, cands: Candidates) -> bool:

@@ -531,3 +531,23 @@ def test_a_head_held_up_by_a_lenders_claim_does_not_hold_back_gangs_within_nomin
     assert admitted(e.schedule(2)) == ["s"]
     view = e.workload("ns/h")
     assert view is not None and view.reason == "InsufficientQuota" and "reclaiming" in view.message
+
+
+def test_a_head_held_back_by_an_older_starving_head_does_not_hold_back_its_own_queue() -> None:
+    """hb fits the free quota but borrows, and ha, older and starving in the cohort, holds every
+    borrower back: hb cannot start. Its queue must not wait behind it too (s fits b's own
+    quota): otherwise heads queue up in chains behind one starving gang and nothing runs."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("c1", "c", 1, 6, t=0), 0)  # borrows 2: 10 of 16 stay free
+    assert admitted(e.schedule(0)) == ["c1"]
+    e.submit(gang("ha", "a", 1, 12, t=1), 1)  # more than is free: waits, starves after 10 s
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("hb", "b", 1, 8, t=20), 20)  # fits the 10 free, but borrows 4
+    e.submit(gang("s", "b", 1, 4, t=21), 20)  # b's own nominal quota
+    assert admitted(e.schedule(20)) == ["s"]
+    view = e.workload("ns/hb")
+    assert view is not None and view.reason == "BlockedByReservation" and "ns/ha" in view.message
