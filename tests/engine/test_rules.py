@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from gangq.core import EngineConfig, NodeSelectorRequirement, NodeSpec, PodInfo, PreemptionSpec, SpecError
+from gangq.core import (
+    Admission,
+    EngineConfig,
+    NodeSelectorRequirement,
+    NodeSpec,
+    PodInfo,
+    PreemptionSpec,
+    SpecError,
+)
 
 from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, quota
 
@@ -428,7 +436,9 @@ def test_required_node_affinity_picks_the_flavor_and_the_nodes() -> None:
     e.submit(spec, 0)
     decisions = e.schedule(1)
     assert admitted(decisions) == ["g"]
-    placement = decisions[0].pod_sets[0]  # type: ignore[union-attr]
+    admission = decisions[0]
+    assert isinstance(admission, Admission)
+    placement = admission.pod_sets[0]
     assert placement.flavors[GPU] == "h100"
     assert all(node.startswith("h100") for node in placement.placement)
     # Nothing satisfies it: never fits (no flavor is compatible), not admitted elsewhere.
