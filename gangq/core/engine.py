@@ -78,6 +78,14 @@ _HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResource
 _CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
 
 
+def _claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorResource, name: str) -> bool:
+    """Does a ClusterQueue other than ``name`` claim ``fr`` back (see Engine._reclaimer_for)?"""
+    holders = claims.get(fr)
+    if not holders:
+        return False
+    return len(holders) > 1 or name not in holders
+
+
 def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
     """StrictFIFO without a retry: only workloads queued ahead of the blocked head may be tried."""
     for key in cursor:
@@ -723,18 +731,18 @@ class Engine:
                 continue
             onode = other.node
             nominal = onode.nominal
+            if claims is None:
+                claims = self._claims_now(cq)
             if self._may_preempt(other):
                 # More free quota can also make a preemption possible: retry if it can use any.
                 if any(
-                    fr in nominal and (nominal[fr] > onode.usage.get(fr, 0) or self._reclaimer_for(other, [fr]) is None)
+                    fr in nominal and (nominal[fr] > onode.usage.get(fr, 0) or not _claimed(claims, fr, other.name))
                     for fr in frs
                 ):
                     other.retry = True
                     self._dirty[other.name] = None
                 continue
             holding = self._holding_head(other, now)
-            if claims is None:
-                claims = self._claims_now(cq)
 
             def amount_of(
                 fr: FlavorResource,
@@ -772,8 +780,7 @@ class Engine:
         nominal quota where another queue's waiting gang claims the rest back (``claims``)."""
         node = cq.node
         amount = self.quota.available(node, fr)
-        holders = claims.get(fr)
-        if amount > 0 and holders and (len(holders) > 1 or cq.name not in holders):
+        if amount > 0 and _claimed(claims, fr, cq.name):
             amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
         return amount
 
@@ -1414,27 +1421,6 @@ class Engine:
 
     def _assignments(self, cq: ClusterQueueState, wl: Workload, messages: bool = True) -> Candidates:
         return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl), messages)
-
-    def _available_by_resource(self, cq: ClusterQueueState) -> dict[str, int]:
-        """An upper bound of what one queued gang could take now, per resource.
-
-        A gang with one pod set charges all of a resource to one flavor, so the bound is the
-        largest availability over the queue's flavors; with several pod sets the demand may split,
-        so it is the sum. (Quota that a lender reclaims is not left out: the lender's gang may be
-        admitted within the cycle, and then that quota may be borrowed.)
-        """
-        available = self.quota.available
-        node = cq.node
-        split = cq.multi_pod_set > 0
-        out: dict[str, int] = {}
-        for fr in cq.flavor_resources:
-            amount = available(node, fr)
-            resource = fr[1]
-            if split:
-                out[resource] = out.get(resource, 0) + amount
-            elif amount > out.get(resource, -1):
-                out[resource] = amount
-        return out
 
     def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
         out = []
