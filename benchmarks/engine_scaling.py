@@ -14,7 +14,10 @@ reported separately too (``first_cycle_*``, ``steady_*``).
 Figures (per case): ``admissions_per_s`` = admissions / engine CPU seconds (``schedule`` +
 ``finish``, measured with ``time.process_time`` so that other work on a shared machine does not
 count);
-``us_per_admission`` = its inverse in microseconds; ``peak_rss_mb`` = the subprocess's peak RSS.
+``us_per_admission`` = its inverse in microseconds; ``peak_rss_mb`` = the subprocess's peak RSS;
+``core_compiled``: whether the engine ran mypyc-compiled (a regular ``pip install .``, see setup.py)
+or as the pure-Python source (an editable install, or ``GANGQ_PURE_PYTHON=1``). Run it from an
+environment where gangq is installed: ``benchmarks/`` is first on ``sys.path``, not the checkout.
 Baseline, measured in the same run on the same workloads of the first case: a plain FIFO
 admitter that scans every pending gang each cycle and checks quota only (no nodes, no cohorts);
 the ratio ``gangq / baseline`` is reported with it. These machines are shared and noisy: compare
@@ -66,6 +69,7 @@ def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, 
         ResourceGroup,
         ResourceQuota,
         WorkloadSpec,
+        compiled,
     )
 
     engine = Engine(EngineConfig(pods_ready_timeout=None))
@@ -156,6 +160,7 @@ def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, 
         "admissions_per_s": round(rate, 1),
         "us_per_admission": round(1e6 / rate, 1) if rate else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "core_compiled": compiled(),
         "admitted": admitted,
         "cycles": cycles,
         "admissions_per_cycle": round(admitted / cycles, 2) if cycles else 0.0,
@@ -244,6 +249,8 @@ def main() -> None:
             "ratio_gangq_over_baseline": round(results[0]["admissions_per_s"] / baseline["admissions_per_s"], 3),
         },
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        # mypyc-compiled core (a regular ``pip install .``) or the pure-Python source (setup.py)
+        "core_compiled": all(r["core_compiled"] for r in results),
     }
     by_size = {r["pending"]: r for r in results}
     targets: dict[str, Any] = {}

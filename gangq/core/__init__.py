@@ -3,6 +3,9 @@
 The operator and the simulator drive the same :class:`Engine`; see ``docs/engine.md``.
 """
 
+from importlib.machinery import EXTENSION_SUFFIXES
+
+from gangq.core import engine as _engine_module
 from gangq.core.config import EngineConfig
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate, PodSetAssignment
 from gangq.core.engine import Engine
@@ -24,6 +27,12 @@ from gangq.core.model import (
 )
 from gangq.core.selectors import LabelRequirement, LabelSelector, NodeSelectorRequirement, Taint, Toleration
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
+
+
+def compiled() -> bool:
+    """True when the engine runs as mypyc-compiled extension modules (see setup.py)."""
+    return str(_engine_module.__file__).endswith(tuple(EXTENSION_SUFFIXES))
+
 
 __all__ = [
     "Admission",
@@ -55,4 +64,5 @@ __all__ = [
     "Toleration",
     "WorkloadSpec",
     "WorkloadView",
+    "compiled",
 ]
