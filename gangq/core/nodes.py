@@ -11,10 +11,9 @@ been planned onto but that are not bound yet. The engine changes free capacity o
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-from sortedcontainers import SortedList
 
 from gangq.core.model import FlavorSpec, NodeSpec, PodSetSpec
 from gangq.core.selectors import (
@@ -86,7 +85,7 @@ class NodePool:
     cpu runs out first) is found without scanning every node that has enough of the first.
     """
 
-    __slots__ = ("by_resource", "index", "key_resources", "labels", "nodes", "pool_id", "taints")
+    __slots__ = ("by_resource", "index", "key_resources", "labels", "nodes", "pool_id", "stale", "taints")
 
     def __init__(
         self, pool_id: int, labels: Mapping[str, str], taints: Sequence[Taint], key_resources: tuple[str, ...]
@@ -95,9 +94,15 @@ class NodePool:
         self.labels = labels
         self.taints = taints
         self.key_resources = key_resources
-        self.index: SortedList = SortedList()
-        self.by_resource: tuple[SortedList, ...] = tuple(SortedList() for _ in key_resources)
+        # Plain sorted lists (bisect), not SortedList: a pool holds at most some thousands of
+        # nodes, where a list's insert is a short memmove, and the bisect runs in C (it is the
+        # hottest structure of a busy cluster: every placement and release moves entries).
+        self.index: list[tuple[Any, ...]] = []
+        self.by_resource: tuple[list[tuple[int, str]], ...] = tuple([] for _ in key_resources)
         self.nodes: dict[str, NodeState] = {}
+        # Nodes whose free capacity changed since the indexes were last refreshed; their
+        # ``key`` is still the one indexed.
+        self.stale: dict[str, NodeState] = {}
 
     def node_key(self, node: NodeState) -> tuple[Any, ...]:
         free = node.free
@@ -105,17 +110,17 @@ class NodePool:
 
     def _insert(self, node: NodeState) -> None:
         key = node.key = self.node_key(node)
-        self.index.add(key)
+        insort(self.index, key)
         name = node.name
         for i, entries in enumerate(self.by_resource):
-            entries.add((key[i], name))
+            insort(entries, (key[i], name))
 
     def _delete(self, node: NodeState) -> None:
         key = node.key
-        self.index.remove(key)
+        _remove(self.index, key)
         name = node.name
         for i, entries in enumerate(self.by_resource):
-            entries.remove((key[i], name))
+            _remove(entries, (key[i], name))
 
     def add(self, node: NodeState) -> None:
         self.nodes[node.name] = node
@@ -127,21 +132,34 @@ class NodePool:
         self.nodes.pop(node.name, None)
         if node.schedulable:
             self._delete(node)
+            self.stale.pop(node.name, None)
         node.pool = None
 
     def reindex(self, node: NodeState) -> None:
-        if not node.schedulable:
-            return
-        old = node.key
-        key = node.key = self.node_key(node)
+        """The node's free capacity changed: its index entries are refreshed before the next
+        query (:meth:`best_fit`). Lazily, because a gang's what-if charges nodes and undoes the
+        charge, and a placement that fails is undone: most changes cancel out before anyone looks.
+        """
+        if node.schedulable:
+            self.stale[node.name] = node
+
+    def _refresh(self) -> None:
         index = self.index
-        index.remove(old)
-        index.add(key)
-        name = node.name
-        for i, entries in enumerate(self.by_resource):
-            if old[i] != key[i]:  # most pods change only some of the key resources
-                entries.remove((old[i], name))
-                entries.add((key[i], name))
+        by_resource = self.by_resource
+        for node in self.stale.values():
+            old = node.key
+            key = self.node_key(node)
+            if key == old:
+                continue
+            node.key = key
+            _remove(index, old)
+            insort(index, key)
+            name = node.name
+            for i, entries in enumerate(by_resource):
+                if old[i] != key[i]:  # most pods change only some of the key resources
+                    _remove(entries, (old[i], name))
+                    insort(entries, (key[i], name))
+        self.stale.clear()
 
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
         """A node that fits ``requests`` with the least free capacity of the scarcest resource.
@@ -150,10 +168,12 @@ class NodePool:
         when it is the first key resource, in key order (least free first, by each key resource
         in turn), otherwise in order of that resource's free capacity. None if no node fits.
         """
+        if self.stale:
+            self._refresh()
         best_i = -1
         best_count = best_start = 0
         for i, (resource, entries) in enumerate(zip(self.key_resources, self.by_resource, strict=True)):
-            start = entries.bisect_left((requests.get(resource, 0),))
+            start = bisect_left(entries, (requests.get(resource, 0),))
             count = len(entries) - start
             if count == 0:
                 return None
@@ -162,16 +182,22 @@ class NodePool:
         nodes = self.nodes
         if best_i <= 0:
             index = self.index
-            for key in index.islice(index.bisect_left((requests.get(self.key_resources[0], 0),))):
-                node = nodes[key[-1]]
+            for i in range(bisect_left(index, (requests.get(self.key_resources[0], 0),)), len(index)):
+                node = nodes[index[i][-1]]
                 if node.fits(requests):
                     return node
             return None
-        for _, name in self.by_resource[best_i].islice(best_start):
-            node = nodes[name]
+        entries = self.by_resource[best_i]
+        for i in range(best_start, len(entries)):
+            node = nodes[entries[i][1]]
             if node.fits(requests):
                 return node
         return None
+
+
+def _remove(entries: list[Any], entry: object) -> None:
+    """Delete ``entry``, which is present, from the sorted list ``entries``."""
+    del entries[bisect_left(entries, entry)]
 
 
 def _signature(labels: Mapping[str, str], taints: Sequence[Taint]) -> tuple[object, ...]:
