@@ -759,7 +759,7 @@ class Engine:
                     continue
                 if holding is not None:
                     # Nothing behind the head may pass it: only the head itself could be admitted.
-                    if 0 < holding.totals.get(fr[1], 0) <= amount:
+                    if 0 < holding.totals.get(fr[1], 0) <= amount and self._may_fit_gang(other, holding, amount_of):
                         other.retry = True
                         self._dirty[other.name] = None
                         break
@@ -1144,6 +1144,28 @@ class Engine:
             values = [amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())]
             if (sum(values) if split else max(values, default=0)) < least:
                 cq.screen_first = resource
+                return False
+        return True
+
+    @staticmethod
+    def _may_fit_gang(cq: ClusterQueueState, wl: Workload, amount_of: Callable[[FlavorResource], int]) -> bool:
+        """False if ``wl`` cannot fit what ``cq`` may take (per ``amount_of``): a gang with one pod
+        set in a queue with one resource group charges every resource to one flavor, so some
+        flavor must have enough of each; otherwise each resource must fit the total over its
+        flavors. A necessary condition, as :meth:`_candidate_bounds` for the whole queue."""
+        totals = wl.totals
+        groups = cq.spec.resource_groups
+        if len(groups) == 1 and len(wl.spec.pod_sets) == 1:
+            for flavor in groups[0].flavors:
+                name = flavor.name
+                for resource, need in totals.items():
+                    if need > 0 and amount_of((name, resource)) < need:
+                        break
+                else:
+                    return True
+            return False
+        for resource, need in totals.items():
+            if need > 0 and sum(amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())) < need:
                 return False
         return True
 
