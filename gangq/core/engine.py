@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
@@ -92,6 +92,27 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         if key >= head:
             return
         yield key
+
+
+class _Amounts:
+    """What one queued gang of a ClusterQueue could take of each flavor-resource now, under the
+    reclaim ``claims`` in force (:meth:`Engine._amount`), computed on first use."""
+
+    __slots__ = ("claims", "cq", "engine", "values")
+
+    def __init__(
+        self, engine: Engine, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]
+    ) -> None:
+        self.engine = engine
+        self.cq = cq
+        self.claims = claims
+        self.values: dict[FlavorResource, int] = {}
+
+    def get(self, fr: FlavorResource) -> int:
+        value = self.values.get(fr)
+        if value is None:
+            value = self.values[fr] = self.engine._amount(self.cq, fr, self.claims)
+        return value
 
 
 class _Available(dict[FlavorResource, int]):
@@ -743,29 +764,22 @@ class Engine:
                     self._dirty[other.name] = None
                 continue
             holding = self._holding_head(other, now)
-
-            def amount_of(
-                fr: FlavorResource,
-                other: ClusterQueueState = other,
-                claims: dict[FlavorResource, dict[str, Workload]] = claims,
-            ) -> int:
-                return self._amount(other, fr, claims)
-
+            amounts = _Amounts(self, other, claims)
             for fr in frs:
                 if fr not in nominal:
                     continue  # the queue has no quota for it at all
-                amount = amount_of(fr)
+                amount = amounts.get(fr)
                 if amount <= 0:
                     continue
                 if holding is not None:
                     # Nothing behind the head may pass it: only the head itself could be admitted.
-                    if 0 < holding.totals.get(fr[1], 0) <= amount and self._may_fit_gang(other, holding, amount_of):
+                    if 0 < holding.totals.get(fr[1], 0) <= amount and self._may_fit_gang(other, holding, amounts):
                         other.retry = True
                         self._dirty[other.name] = None
                         break
                 elif other.may_want(fr[1], amount):
                     # Some gang could use this much of it; can any fit what else there is?
-                    if self._may_fit_any(other, amount_of):
+                    if self._may_fit_any(other, amounts):
                         other.retry = True
                         self._dirty[other.name] = None
                     break
@@ -1107,19 +1121,13 @@ class Engine:
         group, or split over them by several pod sets: one bound, the largest (or, with several
         pod sets, the total) amount per resource.
         """
-        claims = self._tree_claims(cq, ctx)
-        amounts: dict[FlavorResource, int] = {}
-
-        def amount_of(fr: FlavorResource) -> int:
-            amount = amounts[fr] = self._amount(cq, fr, claims)
-            return amount
-
+        memo = _Amounts(self, cq, self._tree_claims(cq, ctx))
         split = cq.multi_pod_set > 0
-        if not self._may_fit_any(cq, amount_of):
+        if not self._may_fit_any(cq, memo):
             return []
         for fr in cq.flavor_resources:
-            if fr not in amounts:
-                amount_of(fr)
+            memo.get(fr)
+        amounts = memo.values
         groups = cq.spec.resource_groups
         if len(groups) == 1 and not split:
             return [{q.name: amounts[(flavor.name, q.name)] for q in flavor.resources} for flavor in groups[0].flavors]
@@ -1132,24 +1140,37 @@ class Engine:
         return [out]
 
     @staticmethod
-    def _may_fit_any(cq: ClusterQueueState, amount_of: Callable[[FlavorResource], int]) -> bool:
+    def _may_fit_any(cq: ClusterQueueState, amounts: _Amounts) -> bool:
         """False if some resource that every queued gang of ``cq`` requests is available (per
-        ``amount_of``) in smaller amounts than the least of them needs: then none can fit."""
+        ``amounts``) in smaller amounts than the least of them needs: then none can fit."""
         split = cq.multi_pod_set > 0
         demand = cq.least_common_demand()
         first = cq.screen_first
-        if first:  # the resource that ruled the queue out last time usually still does
-            demand = sorted(demand, key=lambda item: item[0] != first)
-        for resource, least in demand:
-            values = [amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())]
-            if (sum(values) if split else max(values, default=0)) < least:
-                cq.screen_first = resource
-                return False
+        frs_by_resource = cq.frs_by_resource
+        # The resource that ruled the queue out last time usually still does: it goes first.
+        for pass_first in (True, False) if first else (False,):
+            for resource, least in demand:
+                if (resource == first) != pass_first:
+                    continue
+                enough = least <= 0
+                total = 0
+                for fr in frs_by_resource.get(resource, ()):
+                    value = amounts.get(fr)
+                    if split:
+                        total += value
+                        enough = total >= least
+                    elif value >= least:
+                        enough = True
+                    if enough:
+                        break
+                if not enough:
+                    cq.screen_first = resource
+                    return False
         return True
 
     @staticmethod
-    def _may_fit_gang(cq: ClusterQueueState, wl: Workload, amount_of: Callable[[FlavorResource], int]) -> bool:
-        """False if ``wl`` cannot fit what ``cq`` may take (per ``amount_of``): a gang with one pod
+    def _may_fit_gang(cq: ClusterQueueState, wl: Workload, amounts: _Amounts) -> bool:
+        """False if ``wl`` cannot fit what ``cq`` may take (per ``amounts``): a gang with one pod
         set in a queue with one resource group charges every resource to one flavor, so some
         flavor must have enough of each; otherwise each resource must fit the total over its
         flavors. A necessary condition, as :meth:`_candidate_bounds` for the whole queue."""
@@ -1159,13 +1180,13 @@ class Engine:
             for flavor in groups[0].flavors:
                 name = flavor.name
                 for resource, need in totals.items():
-                    if need > 0 and amount_of((name, resource)) < need:
+                    if need > 0 and amounts.get((name, resource)) < need:
                         break
                 else:
                     return True
             return False
         for resource, need in totals.items():
-            if need > 0 and sum(amount_of(fr) for fr in cq.frs_by_resource.get(resource, ())) < need:
+            if need > 0 and sum(amounts.get(fr) for fr in cq.frs_by_resource.get(resource, ())) < need:
                 return False
         return True
 

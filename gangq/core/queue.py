@@ -47,14 +47,14 @@ class _DemandClass:
         for resource, entries in self.by_resource.items():
             entries.remove((totals[resource], key))
 
-    def fitting(self, bound: dict[str, int]) -> Iterator[OrderKey]:
+    def fitting(self, bound: dict[str, int]) -> list[OrderKey]:
         """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
 
         The resource that leaves the fewest gangs selects them from its sorted index; the others
         filter that selection exactly.
         """
         if not self.by_resource:
-            return iter(self.keys)
+            return list(self.keys)
         best_count = -1
         best: SortedList | None = None
         limits = tuple(bound.get(r, 0) for r in self.resources)
@@ -64,14 +64,19 @@ class _DemandClass:
             if best is None or count < best_count:
                 best_count, best = count, entries
                 if count == 0:
-                    return iter(())
+                    return []
         assert best is not None
         vectors = self.vectors
-        return (
-            key
-            for _, key in best.islice(0, best_count)
-            if all(v <= b for v, b in zip(vectors[key], limits, strict=True))
-        )
+        n = len(limits)
+        out: list[OrderKey] = []
+        for _, key in best[:best_count]:
+            vector = vectors[key]
+            for i in range(n):
+                if vector[i] > limits[i]:
+                    break
+            else:
+                out.append(key)
+        return out
 
     def min_total(self, resource: str) -> int | None:
         """The smallest total of ``resource`` among these gangs (None: they do not request it)."""
@@ -186,7 +191,10 @@ class ClusterQueueState:
         filter. A gang not in the list needs more of some resource than every bound allows.
         """
         if len(bounds) == 1:
-            out = [key for demand in self.demand.values() for key in demand.fitting(bounds[0])]
+            bound = bounds[0]
+            out: list[OrderKey] = []
+            for demand in self.demand.values():
+                out.extend(demand.fitting(bound))
         else:
             seen: dict[OrderKey, None] = {}
             for bound in bounds:
