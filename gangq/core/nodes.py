@@ -80,9 +80,10 @@ class NodePool:
     """Nodes that share labels and taints, indexed by free capacity.
 
     ``index`` sorts schedulable nodes by their free capacity of the key resources in order, then
-    name; ``by_resource`` sorts them by the free capacity of each key resource alone, so that a pod
-    whose first key resource is not the scarce one (a cpu-only pod on GPU nodes, a GPU pod where
-    cpu runs out first) is found without scanning every node that has enough of the first.
+    name; ``by_resource[i - 1]`` sorts them by the free capacity of key resource ``i`` alone (for
+    the first one, ``index`` serves), so that a pod whose first key resource is not the scarce one
+    (a cpu-only pod on GPU nodes, a GPU pod where cpu runs out first) is found without scanning
+    every node that has enough of the first.
     """
 
     __slots__ = ("by_resource", "index", "key_resources", "labels", "nodes", "pool_id", "stale", "taints")
@@ -98,7 +99,7 @@ class NodePool:
         # nodes, where a list's insert is a short memmove, and the bisect runs in C (it is the
         # hottest structure of a busy cluster: every placement and release moves entries).
         self.index: list[tuple[Any, ...]] = []
-        self.by_resource: tuple[list[tuple[int, str]], ...] = tuple([] for _ in key_resources)
+        self.by_resource: tuple[list[tuple[int, str]], ...] = tuple([] for _ in key_resources[1:])
         self.nodes: dict[str, NodeState] = {}
         # Nodes whose free capacity changed since the indexes were last refreshed; their
         # ``key`` is still the one indexed.
@@ -106,20 +107,22 @@ class NodePool:
 
     def node_key(self, node: NodeState) -> tuple[Any, ...]:
         free = node.free
-        return (*(free.get(r, 0) for r in self.key_resources), node.name)
+        values: list[Any] = [free.get(r, 0) for r in self.key_resources]
+        values.append(node.name)
+        return tuple(values)
 
     def _insert(self, node: NodeState) -> None:
         key = node.key = self.node_key(node)
         insort(self.index, key)
         name = node.name
-        for i, entries in enumerate(self.by_resource):
+        for i, entries in enumerate(self.by_resource, 1):
             insort(entries, (key[i], name))
 
     def _delete(self, node: NodeState) -> None:
         key = node.key
         _remove(self.index, key)
         name = node.name
-        for i, entries in enumerate(self.by_resource):
+        for i, entries in enumerate(self.by_resource, 1):
             _remove(entries, (key[i], name))
 
     def add(self, node: NodeState) -> None:
@@ -155,7 +158,7 @@ class NodePool:
             _remove(index, old)
             insort(index, key)
             name = node.name
-            for i, entries in enumerate(by_resource):
+            for i, entries in enumerate(by_resource, 1):
                 if old[i] != key[i]:  # most pods change only some of the key resources
                     _remove(entries, (old[i], name))
                     insort(entries, (key[i], name))
@@ -170,24 +173,29 @@ class NodePool:
         """
         if self.stale:
             self._refresh()
-        best_i = -1
-        best_count = best_start = 0
-        for i, (resource, entries) in enumerate(zip(self.key_resources, self.by_resource, strict=True)):
-            start = bisect_left(entries, (requests.get(resource, 0),))
+        key_resources = self.key_resources
+        index = self.index
+        first_start = bisect_left(index, (requests.get(key_resources[0], 0),))
+        best_i = 0
+        best_count = len(index) - first_start
+        if best_count == 0:
+            return None
+        best_start = 0
+        for i, entries in enumerate(self.by_resource, 1):
+            start = bisect_left(entries, (requests.get(key_resources[i], 0),))
             count = len(entries) - start
             if count == 0:
                 return None
-            if best_i < 0 or count < best_count:
+            if count < best_count:
                 best_i, best_count, best_start = i, count, start
         nodes = self.nodes
-        if best_i <= 0:
-            index = self.index
-            for i in range(bisect_left(index, (requests.get(self.key_resources[0], 0),)), len(index)):
+        if best_i == 0:
+            for i in range(first_start, len(index)):
                 node = nodes[index[i][-1]]
                 if node.fits(requests):
                     return node
             return None
-        entries = self.by_resource[best_i]
+        entries = self.by_resource[best_i - 1]
         for i in range(best_start, len(entries)):
             node = nodes[entries[i][1]]
             if node.fits(requests):

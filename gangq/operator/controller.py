@@ -35,7 +35,7 @@ from gangq.api.workload import (
     queue_name,
     restore_patch,
 )
-from gangq.core import Engine, NodeSpec, PodInfo, Taint
+from gangq.core import Engine, NodeSpec, PodInfo, Taint, compiled
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
 from gangq.core.units import format_amount
@@ -406,8 +406,9 @@ class Controller:
                 self._adopt_workload(entry, existing_workloads)
         self._list_rv = max((_rv(o) for o in jobsets), default=0)
         log.info(
-            "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues",
+            "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
             len(self.entries), len(readmitted), len(listed["nodes"]), len(pods), len(self.engine.cluster_queues),
+            "mypyc-compiled" if compiled() else "pure Python",
         )
         self.recovered.set()
 
