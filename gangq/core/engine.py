@@ -1105,7 +1105,7 @@ class Engine:
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
         if keys and not (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
             head = self._holding_head(cq, ctx.now)
-            if head is not None and self._starving(head, ctx.now):
+            if head is not None and keys[-1] > head.order_key and self._starving(head, ctx.now):
                 # It does not fit now, and cannot later in this cycle (what the queue may take only
                 # shrinks): no gang behind it can be admitted in this cycle.
                 keys = keys[: bisect.bisect_right(keys, head.order_key)]
