@@ -217,8 +217,7 @@ class Engine:
         self._dirty: dict[str, None] = {}  # ClusterQueues with something to try
         self._updates: dict[str, None] = {}  # workloads whose pending reason changed
         self._unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
-        # ClusterQueues with gangs blocked on nodes, and those gangs (see _nodes_may_admit).
-        self._waiting_nodes: dict[str, dict[str, Workload]] = {}
+        self._waiting_nodes: dict[str, None] = {}  # ClusterQueues with gangs blocked on nodes
         self._waiting_reservation: dict[str, None] = {}  # ... with gangs held back by a reservation
         # Workloads with a runtime limit. While there are none, a reservation has no time: a
         # starving head holds back its queue until it is admitted (see _holding_head).
@@ -441,56 +440,13 @@ class Engine:
 
     def _capacity_freed_nodes(self) -> None:
         self._version += 1
-        waiting_nodes = self._waiting_nodes
-        for name in list(waiting_nodes):
-            cq = self.cluster_queues.get(name)
-            if cq is None:
-                del waiting_nodes[name]
-            elif self._nodes_may_admit(cq, waiting_nodes[name]):
-                del waiting_nodes[name]
-                cq.retry = True
-                self._dirty[name] = None
-        waiting = self._waiting_reservation
-        for name in waiting:
-            cq = self.cluster_queues.get(name)
-            if cq is not None:
-                cq.retry = True
-                self._dirty[name] = None
-        waiting.clear()
-
-    def _nodes_may_admit(self, cq: ClusterQueueState, gangs: dict[str, Workload]) -> bool:
-        """Could the node capacity freed so far change what a retry of ``cq`` decides?
-
-        Nodes are shared by every ClusterQueue, so in a full cluster every finish frees some node
-        while many queues wait on nodes for gangs that the freed node cannot complete. A queue
-        that may preempt is always retried (a retry gives its waiting gangs another preemption
-        attempt). Otherwise a retry can only admit one of the gangs that failed on nodes (quota
-        did not change), and only if its node mark (:class:`NodeMark`) allows more pods than
-        its last check placed, which is the retry's own screen (:meth:`_fails_again`). Gangs
-        that left the queue's waiting set are forgotten; with none left, or one without a usable
-        mark, retry.
-        """
-        if self._may_preempt(cq):
-            return True
-        version = (self._config_version, cq.name)
-        nodes = self.nodes
-        for key, wl in list(gangs.items()):
-            if wl.cq is not cq or wl.queued != "inadmissible":
-                del gangs[key]
-                continue
-            mark = wl.node_mark
-            if (
-                mark is None
-                or mark.config != version
-                or nodes.may_place_more(
-                    mark.freed_seq,
-                    wl.spec.pod_sets[0].requests,
-                    mark.shortfall,
-                    pools=mark.pools if mark.pools_version == nodes.version else None,
-                )
-            ):
-                return True
-        return not gangs
+        for waiting in (self._waiting_nodes, self._waiting_reservation):
+            for name in waiting:
+                cq = self.cluster_queues.get(name)
+                if cq is not None:
+                    cq.retry = True
+                    self._dirty[name] = None
+            waiting.clear()
 
     # ------------------------------------------------------------------------------------------
     # Workload events
@@ -1352,7 +1308,7 @@ class Engine:
             ):
                 return False
             if not preempt:
-                self._waiting_nodes.setdefault(cq.name, {})[wl.key] = wl
+                self._waiting_nodes[cq.name] = None
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
@@ -1494,7 +1450,7 @@ class Engine:
                 "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
             )
             self._set_reason(wl, reason, node_failure)
-            self._waiting_nodes.setdefault(cq.name, {})[wl.key] = wl
+            self._waiting_nodes[cq.name] = None
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED

@@ -275,9 +275,6 @@ class UnfilteredEngine(Engine):
     def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
         return cq.cursor(include_inadmissible=retry)
 
-    def _nodes_may_admit(self, cq, gangs):  # type: ignore[no-untyped-def]
-        return True
-
 
 def _admissions_and_evictions(
     world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
