@@ -54,7 +54,17 @@ def _workloads(pending: int, cluster_queues: int, seed: int) -> list[tuple[str, 
     return out
 
 
-def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, seed: int = 7) -> dict[str, Any]:
+def run_case(
+    pending: int,
+    cluster_queues: int,
+    nodes: int,
+    max_seconds: float,
+    seed: int = 7,
+    engine_class: Any = None,
+    log: list[tuple[float, str]] | None = None,
+) -> dict[str, Any]:
+    """One case; ``engine_class`` and ``log`` (every decision but pending updates, with the time)
+    let tests/engine/test_properties.py replay it through the engine without retry shortcuts."""
     from gangq.core import (
         Admission,
         ClusterQueueSpec,
@@ -65,6 +75,7 @@ def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, 
         LabelSelector,
         LocalQueueSpec,
         NodeSpec,
+        PendingUpdate,
         PodSetSpec,
         ResourceGroup,
         ResourceQuota,
@@ -72,7 +83,7 @@ def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, 
         compiled,
     )
 
-    engine = Engine(EngineConfig(pods_ready_timeout=None))
+    engine = (engine_class or Engine)(EngineConfig(pods_ready_timeout=None))
     engine.upsert_namespace("ns", {})
     engine.upsert_flavor(FlavorSpec("cpu", {"pool": "cpu"}))
     engine.upsert_flavor(FlavorSpec("gpu", {"pool": "gpu"}))
@@ -138,6 +149,8 @@ def run_case(pending: int, cluster_queues: int, nodes: int, max_seconds: float, 
         if first is None:
             first = (sum(isinstance(d, Admission) for d in decisions), engine_s)
         for d in decisions:
+            if log is not None and not isinstance(d, PendingUpdate):
+                log.append((now, repr(d)))
             if isinstance(d, Admission):
                 admitted += 1
                 heapq.heappush(ends, (now + durations[d.workload], d.workload))

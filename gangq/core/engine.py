@@ -155,6 +155,7 @@ class _Cycle:
         "admitted",
         "available",
         "available_version",
+        "capacity_failed",
         "claims",
         "decisions",
         "failed",
@@ -177,6 +178,9 @@ class _Cycle:
         self.stopped: dict[ClusterQueueState, Workload] = {}
         self.admitted: list[Workload] = []
         self.failed: list[Workload] = []
+        # Gangs that failed this cycle for lack of quota or nodes, with no lender's claim involved
+        # (see Engine._not_now).
+        self.capacity_failed: set[str] = set()
         # Per cohort tree (its root): flavor-resource -> ClusterQueue -> the waiting gang through
         # which that queue reclaims its lent quota. Claims in force when the cycle starts, and
         # those made during it, hold until the cycle ends (see Engine._reclaimer_for).
@@ -1264,7 +1268,7 @@ class Engine:
         node = cq.node
         usage, nominal = node.usage, node.nominal
         stop_at_preempt = cq.spec.flavor_fungibility.when_can_preempt == "MayStopSearch"
-        listed = preempt = False
+        listed = preempt = reclaimed = False
         unblocked: list[int] = []  # options that fit the quota and that no lender reclaims
         for index, option in enumerate(options.usages):
             mode = FIT
@@ -1289,6 +1293,8 @@ class Engine:
                     break
             elif not borrowed or available.reclaimer(self, cq, borrowed, ctx) is None:
                 unblocked.append(index)
+            else:
+                reclaimed = True
         if not listed:
             return False  # never fits: _try says so
         if unblocked:
@@ -1313,6 +1319,8 @@ class Engine:
         if cq.protected_head is wl:
             cq.protected_head = None
         self._note_head(cq, wl, ctx)
+        if not reclaimed:
+            ctx.capacity_failed.add(wl.key)
         return True
 
     def _mark_all(self, cq: ClusterQueueState) -> None:
@@ -1362,7 +1370,7 @@ class Engine:
                 reclaimer = self._reclaimer(cq, a, ctx)
                 if reclaimer is not None:
                     continue
-            in_scope = list(self._heads_in_scope(cq, wl, a))
+            in_scope = [h for h in self._heads_in_scope(cq, wl, a) if not self._not_now(h, ctx)]
             stmt = Statement(self.quota, self.nodes)
             self._charge(wl, cq, a.usage)
             why = ""
@@ -1429,6 +1437,8 @@ class Engine:
                 self._preempt(cq, wl, victims, ctx)
                 return _STOP if cq.strict else _FAILED
         self._note_head(cq, wl, ctx)
+        if reclaimer is None:
+            ctx.capacity_failed.add(wl.key)  # it lacked quota or nodes, not a lender's leave
         if node_failure and len(wl.spec.pod_sets) == 1 and shortfall > 0:
             pool_ids = frozenset(
                 pool.pool_id
@@ -1793,6 +1803,26 @@ class Engine:
             return False
         info = self._reservation(head, now)
         return info.time is None and not info.never
+
+    def _not_now(self, head: Workload, ctx: _Cycle) -> bool:
+        """Is ``head`` known to hold nothing back now, without computing its reservation?
+
+        True when no workload has a runtime limit (so its reservation is "now" or has no time),
+        it has not starved yet (so no time means it holds nothing back), and it already failed in
+        this cycle for lack of capacity, which only shrinks during a cycle, without gangs it
+        preempted still stopping (those would count as released): then it does not fit now.
+        In a busy cluster most admissions pass an older head of their queue; this spares each
+        one a what-if placement of that head.
+        """
+        if self._limited or head.key not in ctx.capacity_failed:
+            return False
+        if ctx.now - head.pending_since >= self.config.starvation_timeout:
+            return False
+        for key in head.victims:
+            victim = self.workloads.get(key)
+            if victim is not None and victim.state == "Evicting":
+                return False
+        return True
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
         if not self._protected:
