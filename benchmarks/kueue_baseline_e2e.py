@@ -55,8 +55,11 @@ CLASSES = (  # name, count per ClusterQueue, cpu, runtime (s), created every (s)
     ("medium", 100, 5, 0.5, 0.5),
     ("large", 50, 20, 1.0, 1.2),
 )
-KUEUE = {"wall_seconds": 351.0, "min_cq_usage_pct": 55.9,
-         "avg_time_to_admission_s": {"small": 215.5, "medium": 76.8, "large": 16.5}}
+KUEUE = {
+    "wall_seconds": 351.0,
+    "min_cq_usage_pct": 55.9,
+    "avg_time_to_admission_s": {"small": 215.5, "medium": 76.8, "large": 16.5},
+}
 TARGETS = {"wall_seconds": 90.0, "min_cq_usage_pct": 70.0, "api_writes_per_workload": 3.0}
 NOMINAL_CPU = 20.0
 
@@ -72,11 +75,34 @@ def jobset(name: str, queue: str, cls: str, cpu: int) -> dict[str, Any]:
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": {"name": name, "namespace": "default",
-                     "labels": {"gangq.io/queue-name": queue, "gangq.io/priority-class": cls}},
-        "spec": {"suspend": True, "replicatedJobs": [{"name": "main", "replicas": 1, "template": {"spec": {
-            "parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}}]},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"gangq.io/queue-name": queue, "gangq.io/priority-class": cls},
+        },
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                {
+                    "name": "main",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": 1,
+                            "completions": 1,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
     }
 
 
@@ -130,12 +156,15 @@ class Runner:
         await self.done.wait()
         watcher.cancel()
 
-    async def create(self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str,
-                     cls: str, cpu: int) -> None:
+    async def create(
+        self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str, cls: str, cpu: int
+    ) -> None:
         async with sem:
             self.created[name] = t = time.monotonic()
-            async with session.post(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
-                                    json=jobset(name, queue, cls, cpu)) as r:
+            async with session.post(
+                f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
+                json=jobset(name, queue, cls, cpu),
+            ) as r:
                 if r.status != 201:
                     self.errors.append(f"create {name}: {r.status}")
                 self.writes["create jobsets.jobset.x-k8s.io"] += 1
@@ -146,12 +175,24 @@ class Runner:
         await asyncio.sleep(runtime)
         finished_at = time.monotonic()
         self.timers.pop(name, None)
-        status = {"status": {"terminalState": "Completed", "conditions": [{
-            "type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done",
-            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+        status = {
+            "status": {
+                "terminalState": "Completed",
+                "conditions": [
+                    {
+                        "type": "Completed",
+                        "status": "True",
+                        "reason": "AllJobsCompleted",
+                        "message": "done",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            }
+        }
         async with session.patch(
             f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{name}/status",
-            data=json.dumps(status), headers={"Content-Type": "application/merge-patch+json"},
+            data=json.dumps(status),
+            headers={"Content-Type": "application/merge-patch+json"},
         ) as r:
             if r.status != 200:
                 self.errors.append(f"complete {name}: {r.status}")
@@ -167,8 +208,10 @@ class Runner:
         rv = self.start_rv
         tasks: set[asyncio.Task[None]] = set()
         while True:
-            url = (f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
-                   f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true")
+            url = (
+                f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+                f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+            )
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
                 async for line in r.content:
                     if not line.strip():
@@ -280,10 +323,22 @@ def main() -> None:
         urllib.request.urlopen(urllib.request.Request(sb.url + "/debug/requests", method="DELETE")).read()
         log = open(tmp / "controller.log", "wb")  # noqa: SIM115
         controller = subprocess.Popen(
-            [sys.executable, *(["-m", "cProfile", "-o", str(args.profile)] if args.profile else []),
-             "-m", "gangq.operator", "run", "--kubeconfig", str(sb.kubeconfig),
-             "--config", str(tmp / "config.yaml"), "--jobset-controller", "external"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                *(["-m", "cProfile", "-o", str(args.profile)] if args.profile else []),
+                "-m",
+                "gangq.operator",
+                "run",
+                "--kubeconfig",
+                str(sb.kubeconfig),
+                "--config",
+                str(tmp / "config.yaml"),
+                "--jobset-controller",
+                "external",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
         )
         deadline = time.monotonic() + 30
         while asyncio.run(lease_holder(sb.kubeconfig)) is None:
@@ -325,8 +380,11 @@ def main() -> None:
         if controller is not None and controller.poll() is None:
             controller.kill()
         sb.stop()
-    summary = [line for line in (tmp / "controller.log").read_text(errors="replace").splitlines()
-               if "controller stopping:" in line]
+    summary = [
+        line
+        for line in (tmp / "controller.log").read_text(errors="replace").splitlines()
+        if "controller stopping:" in line
+    ]
 
     wall = max(runner.completed.values()) - min(runner.created.values())
     used: dict[str, float] = {}
@@ -372,8 +430,10 @@ def main() -> None:
     result["ratios"] = {
         "wall_over_kueue": round(wall / KUEUE["wall_seconds"], 3),
         "wall_over_engine_alone": round(wall / baseline["wall_seconds"], 3) if baseline["wall_seconds"] else None,
-        "admission_over_kueue": {c: round(result["avg_time_to_admission_s"][c] / KUEUE["avg_time_to_admission_s"][c], 3)
-                                 for c in KUEUE["avg_time_to_admission_s"]},
+        "admission_over_kueue": {
+            c: round(result["avg_time_to_admission_s"][c] / KUEUE["avg_time_to_admission_s"][c], 3)
+            for c in KUEUE["avg_time_to_admission_s"]
+        },
     }
     result["targets"] = {
         "wall_seconds<=90": wall <= TARGETS["wall_seconds"],
