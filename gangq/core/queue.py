@@ -14,6 +14,7 @@ am I?" even with 100,000 pending workloads.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
@@ -24,28 +25,34 @@ from gangq.core.workload import OrderKey, Workload
 
 
 class _DemandClass:
-    """Queued gangs that request the same set of resources, sorted by their total of each."""
+    """Queued gangs that request the same set of resources, sorted by their total of each.
 
-    __slots__ = ("by_resource", "keys", "resources", "vectors")
+    Plain sorted lists (bisect in C) rather than SortedList: a filter of a retry bisects every
+    resource's list and copies a prefix, which SortedList does in interpreted code, and this is
+    the retry's hottest step. The price is an O(n) insert, a memmove that stays small until a
+    single ClusterQueue holds tens of thousands of gangs requesting the same resources.
+    """
+
+    __slots__ = ("by_resource", "resources", "vectors")
 
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
-        self.keys: SortedList = SortedList()
-        self.by_resource: dict[str, SortedList] = {r: SortedList() for r in resources}
+        self.by_resource: dict[str, list[tuple[int, OrderKey]]] = {r: [] for r in resources}
         # Each gang's total of every resource, in ``resources`` order, for the exact filter.
         self.vectors: dict[OrderKey, tuple[int, ...]] = {}
 
+    def __len__(self) -> int:
+        return len(self.vectors)
+
     def add(self, key: OrderKey, totals: dict[str, int]) -> None:
-        self.keys.add(key)
         self.vectors[key] = tuple(totals[r] for r in self.resources)
         for resource, entries in self.by_resource.items():
-            entries.add((totals[resource], key))
+            insort(entries, (totals[resource], key))
 
     def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
-        self.keys.remove(key)
         del self.vectors[key]
         for resource, entries in self.by_resource.items():
-            entries.remove((totals[resource], key))
+            del entries[bisect_left(entries, (totals[resource], key))]
 
     def fitting(self, bound: dict[str, int]) -> list[OrderKey]:
         """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
@@ -54,13 +61,13 @@ class _DemandClass:
         filter that selection exactly.
         """
         if not self.by_resource:
-            return list(self.keys)
+            return list(self.vectors)
         best_count = -1
-        best: SortedList | None = None
+        best: list[tuple[int, OrderKey]] | None = None
         limits = tuple(bound.get(r, 0) for r in self.resources)
         for resource, limit in zip(self.resources, limits, strict=True):
             entries = self.by_resource[resource]
-            count = entries.bisect_left((limit + 1,))
+            count = bisect_left(entries, (limit + 1,))
             if best is None or count < best_count:
                 best_count, best = count, entries
                 if count == 0:
@@ -69,7 +76,8 @@ class _DemandClass:
         vectors = self.vectors
         n = len(limits)
         out: list[OrderKey] = []
-        for _, key in best[:best_count]:
+        for j in range(best_count):
+            key = best[j][1]
             vector = vectors[key]
             for i in range(n):
                 if vector[i] > limits[i]:
@@ -180,7 +188,7 @@ class ClusterQueueState:
             demand.add(wl.order_key, totals)
         else:
             demand.remove(wl.order_key, totals)
-            if not demand.keys:
+            if not demand:
                 del self.demand[signature]
 
     def candidates(self, bounds: list[dict[str, int]]) -> list[OrderKey]:
