@@ -35,6 +35,8 @@ class QuotaNode:
         "guaranteed",
         "is_cohort",
         "lending_limit",
+        "memo",
+        "memo_version",
         "name",
         "nominal",
         "parent",
@@ -58,6 +60,10 @@ class QuotaNode:
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
         self.usage_version = 0  # bumped whenever this node's own usage or quota changes
+        # A cohort's availability per flavor-resource, valid while the tree's version is
+        # ``memo_version`` (see QuotaTree.available).
+        self.memo: dict[FlavorResource, int] = {}
+        self.memo_version = -1
         self.weight = 1.0
         # A cohort named by a ClusterQueue but never created as an object exists implicitly.
         self.declared = not is_cohort
@@ -97,7 +103,7 @@ class QuotaNode:
 class QuotaTree:
     """All quota nodes; computes availability and tracks usage."""
 
-    __slots__ = ("_memo", "_memo_version", "cluster_queues", "cohorts", "log", "version")
+    __slots__ = ("cluster_queues", "cohorts", "log", "version")
 
     def __init__(self) -> None:
         self.cluster_queues: dict[str, QuotaNode] = {}
@@ -106,9 +112,6 @@ class QuotaTree:
         self.version = 0
         # Undo log of the open statement, if any: (ClusterQueue node, flavor-resource, delta).
         self.log: list[tuple[QuotaNode, FlavorResource, int]] | None = None
-        # Cohort availability per (id of the cohort node, flavor-resource), valid for _memo_version.
-        self._memo: dict[tuple[int, FlavorResource], int] = {}
-        self._memo_version = -1
 
     # -- structure -------------------------------------------------------------------------------
 
@@ -278,13 +281,13 @@ class QuotaTree:
         parent = node.parent
         if parent is None:
             return max(0, node.subtree.get(fr, 0) - used)
-        if self._memo_version != self.version:
-            self._memo.clear()
-            self._memo_version = self.version
-        key = (id(parent), fr)
-        from_parent = self._memo.get(key)
+        memo = parent.memo
+        if parent.memo_version != self.version:
+            memo.clear()
+            parent.memo_version = self.version
+        from_parent = memo.get(fr)
         if from_parent is None:
-            from_parent = self._memo[key] = self.available(parent, fr)
+            from_parent = memo[fr] = self.available(parent, fr)
         g = node.guaranteed.get(fr, 0)
         local = max(0, g - used)
         limit = node.borrowing_limit.get(fr)
