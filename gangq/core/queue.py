@@ -37,17 +37,18 @@ class _DemandClass:
 
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
-        self.by_resource: dict[str, list[tuple[int, OrderKey]]] = {r: [] for r in resources}
-        # Each gang's total of every resource, in ``resources`` order, for the exact filter.
+        # Per resource: (a gang's total of it, its key, its totals of every resource in
+        # ``resources`` order, for the exact filter), sorted.
+        self.by_resource: dict[str, list[tuple[int, OrderKey, tuple[int, ...]]]] = {r: [] for r in resources}
         self.vectors: dict[OrderKey, tuple[int, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.vectors)
 
     def add(self, key: OrderKey, totals: dict[str, int]) -> None:
-        self.vectors[key] = tuple(totals[r] for r in self.resources)
+        vector = self.vectors[key] = tuple(totals[r] for r in self.resources)
         for resource, entries in self.by_resource.items():
-            insort(entries, (totals[resource], key))
+            insort(entries, (totals[resource], key, vector))
 
     def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
         del self.vectors[key]
@@ -63,7 +64,7 @@ class _DemandClass:
         if not self.by_resource:
             return list(self.vectors)
         best_count = -1
-        best: list[tuple[int, OrderKey]] | None = None
+        best: list[tuple[int, OrderKey, tuple[int, ...]]] | None = None
         limits = tuple(bound.get(r, 0) for r in self.resources)
         for resource, limit in zip(self.resources, limits, strict=True):
             entries = self.by_resource[resource]
@@ -73,12 +74,10 @@ class _DemandClass:
                 if count == 0:
                     return []
         assert best is not None
-        vectors = self.vectors
         n = len(limits)
         out: list[OrderKey] = []
         for j in range(best_count):
-            key = best[j][1]
-            vector = vectors[key]
+            _, key, vector = best[j]
             for i in range(n):
                 if vector[i] > limits[i]:
                     break
