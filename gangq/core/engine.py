@@ -341,8 +341,7 @@ class Engine:
                     cq.discard(wl)
                     wl.cq = None
                     self._unrouted[wl.key] = wl
-            cq.retry = True
-            self._dirty[cq.name] = None
+            self._request_retry(cq)
         for wl in list(self._unrouted.values()):
             if wl.requeue_at is None and not wl.deactivated:
                 self._route(wl)
@@ -444,13 +443,25 @@ class Engine:
 
     def _capacity_freed_nodes(self) -> None:
         self._version += 1
-        for waiting in (self._waiting_nodes, self._waiting_reservation):
-            for name in waiting:
-                cq = self.cluster_queues.get(name)
-                if cq is not None:
-                    cq.retry = True
-                    self._dirty[name] = None
-            waiting.clear()
+        for name in self._waiting_nodes:
+            cq = self.cluster_queues.get(name)
+            if cq is not None:
+                if not cq.retry:
+                    cq.node_retry = True  # so far only freed nodes ask for it: see _node_retry
+                cq.retry = True
+                self._dirty[name] = None
+        self._waiting_nodes.clear()
+        for name in self._waiting_reservation:
+            cq = self.cluster_queues.get(name)
+            if cq is not None:
+                self._request_retry(cq)
+        self._waiting_reservation.clear()
+
+    def _request_retry(self, cq: ClusterQueueState) -> None:
+        """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all."""
+        cq.retry = True
+        cq.node_retry = False
+        self._dirty[cq.name] = None
 
     # ------------------------------------------------------------------------------------------
     # Workload events
@@ -680,8 +691,7 @@ class Engine:
             was_head = cq.head() is wl
             cq.discard(wl)
             if cq.strict or was_head:
-                cq.retry = True
-                self._dirty[cq.name] = None
+                self._request_retry(cq)
             if was_head:
                 self._retry_tree(cq)
         wl.cq = None
@@ -725,13 +735,11 @@ class Engine:
     def _retry_tree(self, cq: ClusterQueueState) -> None:
         """Quota came free under ``cq``'s cohort tree: every queue there may admit again."""
         for other in self._tree_queues(cq):
-            other.retry = True
-            self._dirty[other.name] = None
+            self._request_retry(other)
 
     def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int], now: float) -> None:
         """Quota came free in ``cq``: retry ``cq`` and the queues of its tree that can use some of it."""
-        cq.retry = True
-        self._dirty[cq.name] = None
+        self._request_retry(cq)
         self._retry_others(cq, released, now)
 
     def _retry_others(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
@@ -751,8 +759,7 @@ class Engine:
                 continue
             if other.name in self._waiting_reservation:
                 del self._waiting_reservation[other.name]
-                other.retry = True
-                self._dirty[other.name] = None
+                self._request_retry(other)
                 continue
             onode = other.node
             nominal = onode.nominal
@@ -764,8 +771,7 @@ class Engine:
                     fr in nominal and (nominal[fr] > onode.usage.get(fr, 0) or not _claimed(claims, fr, other.name))
                     for fr in frs
                 ):
-                    other.retry = True
-                    self._dirty[other.name] = None
+                    self._request_retry(other)
                 continue
             holding = self._holding_head(other, now)
             amounts = _Amounts(self, other, claims)
@@ -778,14 +784,12 @@ class Engine:
                 if holding is not None:
                     # Nothing behind the head may pass it: only the head itself could be admitted.
                     if 0 < holding.totals.get(fr[1], 0) <= amount and self._may_fit_gang(other, holding, amounts):
-                        other.retry = True
-                        self._dirty[other.name] = None
+                        self._request_retry(other)
                         break
                 elif other.may_want(fr[1], amount):
                     # Some gang could use this much of it; can any fit what else there is?
                     if self._may_fit_any(other, amounts):
-                        other.retry = True
-                        self._dirty[other.name] = None
+                        self._request_retry(other)
                     break
 
     def _amount(
@@ -1002,6 +1006,7 @@ class Engine:
         heap = []
         order = 0
         visited: list[ClusterQueueState] = []
+        node_retries: set[str] = set()  # queues retried only because nodes came free
         for cq in self._cqs_to_visit():
             visited.append(cq)
             if cq.inactive_reason or cq.stopped:
@@ -1009,6 +1014,8 @@ class Engine:
                 continue
             retry = cq.retry
             cq.retry = False
+            node_retry = cq.node_retry
+            cq.node_retry = False
             if cq.parked and not retry:
                 # Quota was exhausted; only new arrivals (which unpark) or freed capacity help.
                 continue
@@ -1024,6 +1031,8 @@ class Engine:
                 # Which waiting gangs could fit is worked out when the queue's turn comes: by then
                 # the gangs ahead of it in the cycle may have taken what came free.
                 cursor = None
+                if node_retry:
+                    node_retries.add(cq.name)
                 first = cq.inadmissible[0] if not cq.active else min(cq.active[0], cq.inadmissible[0])
             else:
                 cursor = self._best_effort_cursor(cq, retry, ctx)
@@ -1034,6 +1043,8 @@ class Engine:
         while heap:
             head_key, _, key, cq, cursor = heapq.heappop(heap)
             if cursor is None:
+                if cq.name in node_retries and self._node_retry(cq, ctx):
+                    continue
                 cursor = self._best_effort_cursor(cq, True, ctx)
                 first = next(cursor, None)
                 if first is not None:
@@ -1042,6 +1053,7 @@ class Engine:
                 continue
             wl = self.workloads[key[3]]
             before = cq.protected_head
+            cq.node_blocked.pop(wl.key, None)  # back if it fails the node check again
             if wl.queued == "inadmissible" and self._fails_again(cq, wl, ctx):
                 outcome = _STOP if cq.strict else _FAILED
             else:
@@ -1086,6 +1098,40 @@ class Engine:
         for wl in fresh:
             if wl.cq is cq and wl.state == "Pending" and wl.reason == "Pending" and head.order_key < wl.order_key:
                 self._set_reason(wl, "BlockedByHead", message)
+
+    def _node_retry(self, cq: ClusterQueueState, ctx: _Cycle) -> bool:
+        """A retry that only freed node capacity asked for: look at the gangs that failed the node
+        check, not the whole queue. Returns False (do the full retry) unless it is certain that
+        the full retry would end as this one did.
+
+        Nodes are shared by every ClusterQueue, so in a full cluster every finish retries every
+        queue that waits on nodes. Nothing but node capacity changed for such a queue since its
+        last retry (any other change asks for a full one), so its other waiting gangs fail again
+        exactly as before (quota, a lender's claim, a reservation) and a full retry would not
+        even look at them: with its protected head in front, a BestEffortFIFO queue that may not
+        preempt and has no new gangs retries only the gangs that fit what it may take, which
+        are the ones that failed the node check. Each of those is checked as the full retry
+        would (:meth:`_fails_again`); if one may fit now, the full retry runs.
+        """
+        if cq.active or cq.strict or self._may_preempt(cq) or self._holding_head(cq, ctx.now) is not None:
+            return False
+        head = cq.head()
+        if head is None or head.order_key > cq.inadmissible[0]:
+            return False
+        blocked = cq.node_blocked
+        gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
+        blocked.clear()  # each is back if it fails the node check again
+        gangs.sort(key=lambda wl: wl.order_key)
+        for i, wl in enumerate(gangs):
+            before = cq.protected_head
+            if not self._fails_again(cq, wl, ctx):
+                for rest in gangs[i:]:  # the full retry looks at them
+                    blocked[rest.key] = rest
+                return False
+            if cq.protected_head is not before:
+                self._heads_version += 1
+            ctx.failed.append(wl)
+        return True
 
     def _best_effort_cursor(self, cq: ClusterQueueState, retry: bool, ctx: _Cycle) -> Iterator[OrderKey]:
         """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
@@ -1315,6 +1361,7 @@ class Engine:
                 return False
             if not preempt:
                 self._waiting_nodes[cq.name] = None
+                cq.node_blocked[wl.key] = wl
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
@@ -1461,6 +1508,7 @@ class Engine:
             )
             self._set_reason(wl, reason, node_failure)
             self._waiting_nodes[cq.name] = None
+            cq.node_blocked[wl.key] = wl
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
@@ -1556,8 +1604,7 @@ class Engine:
         cq.admitted_total += 1
         if was_head:
             # Its claims on lent quota and its reservation end: others may borrow or pass now.
-            cq.retry = True
-            self._dirty[cq.name] = None
+            self._request_retry(cq)
             self._retry_others(cq, [fr for fr in cq.node.nominal if wl.totals.get(fr[1])], now)
         self._reservations.pop(wl.key, None)
         if wl.spec.runtime_limit is not None:

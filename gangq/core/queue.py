@@ -112,6 +112,8 @@ class ClusterQueueState:
         "multi_pod_set",
         "name",
         "node",
+        "node_blocked",
+        "node_retry",
         "parked",
         "preempted_total",
         "protected_head",
@@ -127,6 +129,10 @@ class ClusterQueueState:
         self.active: SortedList = SortedList()
         self.inadmissible: SortedList = SortedList()
         self.retry = False
+        # The pending retry was asked for only by freed node capacity (see Engine._node_retry).
+        self.node_retry = False
+        # Gangs whose last try failed the node check (some may have left since).
+        self.node_blocked: dict[str, Workload] = {}
         self.parked = False
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None

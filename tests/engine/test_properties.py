@@ -277,6 +277,9 @@ class UnfilteredEngine(Engine):
     def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
         return cq.cursor(include_inadmissible=retry)
 
+    def _node_retry(self, cq, ctx):  # type: ignore[no-untyped-def]
+        return False
+
 
 def _admissions_and_evictions(
     world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
