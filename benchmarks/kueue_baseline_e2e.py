@@ -299,6 +299,18 @@ async def lease_holder(kubeconfig: Path) -> str | None:
         await client.close()
 
 
+def _installed_core_compiled() -> bool:
+    """Whether the controller ran the mypyc-compiled engine (see setup.py)."""
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", "import gangq.core as c; print(c.compiled())"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip() == "True"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -325,6 +337,7 @@ def main() -> None:
         controller = subprocess.Popen(
             [
                 sys.executable,
+                "-P",  # the installed gangq (compiled core, see setup.py), not the checkout in cwd
                 *(["-m", "cProfile", "-o", str(args.profile)] if args.profile else []),
                 "-m",
                 "gangq.operator",
@@ -426,6 +439,7 @@ def main() -> None:
         "kueue": KUEUE,
         "quota_bound_wall_seconds": 66.0 if args.scale == 1.0 else None,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "core_compiled": _installed_core_compiled(),
     }
     result["ratios"] = {
         "wall_over_kueue": round(wall / KUEUE["wall_seconds"], 3),

@@ -1855,20 +1855,33 @@ class Engine:
         """Is ``head`` known to hold nothing back now, without computing its reservation?
 
         True when no workload has a runtime limit (so its reservation is "now" or has no time),
-        it has not starved yet (so no time means it holds nothing back), and it already failed in
-        this cycle for lack of capacity, which only shrinks during a cycle, without gangs it
-        preempted still stopping (those would count as released): then it does not fit now.
+        it has not starved yet (so no time means it holds nothing back), it has no preempted
+        gangs still stopping (those would count as released), and it does not fit now: it
+        already failed in this cycle for lack of capacity, which only shrinks during a cycle, or
+        no flavor option of it fits the available quota.
         In a busy cluster most admissions pass an older head of their queue; this spares each
         one a what-if placement of that head.
         """
-        if self._limited or head.key not in ctx.capacity_failed:
-            return False
-        if ctx.now - head.pending_since >= self.config.starvation_timeout:
+        if self._limited or ctx.now - head.pending_since >= self.config.starvation_timeout:
             return False
         for key in head.victims:
             victim = self.workloads.get(key)
             if victim is not None and victim.state == "Evicting":
                 return False
+        if head.key in ctx.capacity_failed:
+            return True
+        # Or it lacks quota now for every flavor option (the first test of _fits_with).
+        cq = head.cq
+        if cq is None:
+            return False
+        node = cq.node
+        available = self.quota.available
+        for usage in self._options(cq, head).usages:
+            for fr, amount in usage.items():
+                if amount > available(node, fr):
+                    break
+            else:
+                return False  # this option fits the quota: it may fit now
         return True
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
