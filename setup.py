@@ -18,12 +18,14 @@ Everything else (metadata, dependencies, entry points) lives in ``pyproject.toml
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 CORE = HERE / "gangq" / "core"
@@ -80,4 +82,25 @@ class OptionalBuildExt(build_ext):
             self.extensions = []
 
 
-setup(ext_modules=_core_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+class BuildPyWithData(build_py):
+    """Copy ``crds/`` and ``policies/`` into the package as ``gangq/_data/`` (see
+    gangq/resources.py): ``gangq run`` installs those CRDs and quick-start queues, and
+    ``gangq simulate --scenario kueue-baseline`` reads its queues, from wherever gangq is
+    installed."""
+
+    def run(self) -> None:
+        super().run()
+        if self.editable_mode:
+            return  # the checkout's directories are used as they are
+        for name in ("crds", "policies"):
+            source = HERE / name
+            if source.is_dir():
+                target = Path(self.build_lib) / "gangq" / "_data" / name
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(source, target)
+
+
+setup(
+    ext_modules=_core_extensions(),
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithData},
+)

@@ -11,12 +11,12 @@ from typing import Any
 import yaml
 
 from gangq.operator.kube import ApiError, KubeClient, resource_path
+from gangq.resources import crd_dir, policy_file
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO_ROOT / "crds"
-QUICKSTART = REPO_ROOT / "policies" / "quickstart.yaml"
+CRD_DIR = crd_dir()
+QUICKSTART = policy_file("quickstart.yaml")
 
 _PLURALS = {
     "ResourceFlavor": ("gangq.io", "v1alpha1", "resourceflavors", False),

@@ -14,11 +14,11 @@ from typing import Any
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.config import EngineConfig
 from gangq.core.model import NodeSpec
+from gangq.resources import policy_file
 from gangq.sim.estimates import DEFAULT_QUANTILE
 from gangq.sim.trace import GPU, TraceError, TraceJob, TracePodSet
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-KUEUE_BASELINE_CONFIG = ROOT / "policies" / "kueue-baseline.yaml"
+KUEUE_BASELINE_CONFIG = policy_file("kueue-baseline.yaml")
 
 
 class Scenario:
