@@ -1351,12 +1351,7 @@ class Engine:
                 or mark is None
                 or mark.config != (self._config_version, cq.name)
                 or not mark.options.issuperset(unblocked)
-                or self.nodes.may_place_more(
-                    mark.freed_seq,
-                    wl.spec.pod_sets[0].requests,
-                    mark.shortfall,
-                    pools=mark.pools if mark.pools_version == self.nodes.version else None,
-                )
+                or not self._mark_holds(wl, mark)
             ):
                 return False
             if not preempt:
@@ -1368,6 +1363,28 @@ class Engine:
         self._note_head(cq, wl, ctx)
         if not reclaimed:
             ctx.capacity_failed.add(wl.key)
+        return True
+
+    def _mark_holds(self, wl: Workload, mark: NodeMark) -> bool:
+        """Does ``wl``'s node mark still prove that its pods do not fit (see NodeMark)?
+
+        When it does, the mark moves forward: the nodes freed since it was made could take at
+        most ``gain`` of the missing pods, so from now on the gang is ``shortfall - gain`` pods
+        short. Sound: a node not freed again since can only have lost capacity, and one freed
+        again is counted anew. Each check then scans only the nodes freed since the last one,
+        instead of giving up (and trying the gang in full) once many nodes have been freed.
+        """
+        nodes = self.nodes
+        gain = nodes.pods_freed_since(
+            mark.freed_seq,
+            wl.spec.pod_sets[0].requests,
+            mark.shortfall,
+            pools=mark.pools if mark.pools_version == nodes.version else None,
+        )
+        if gain is None or gain >= mark.shortfall:
+            return False
+        mark.freed_seq = nodes.freed_seq
+        mark.shortfall -= gain
         return True
 
     def _mark_all(self, cq: ClusterQueueState) -> None:

@@ -354,9 +354,24 @@ class NodeIndex:
         could, so when those nodes together cannot take ``shortfall`` pods, a new attempt fails
         too. True (try again) when in doubt.
         """
+        gain = self.pods_freed_since(since, requests, shortfall, scan_limit, pools)
+        return gain is None or gain >= shortfall
+
+    def pods_freed_since(
+        self,
+        since: int,
+        requests: Mapping[str, int],
+        limit: int,
+        scan_limit: int = 64,
+        pools: frozenset[int] | None = None,
+    ) -> int | None:
+        """How many more pods of ``requests`` (at most ``limit``) the nodes freed since mark
+        ``since`` could take now: the bound of :meth:`may_place_more`. None when it cannot
+        tell (the mark is older than the nodes kept, or more than ``scan_limit`` were freed).
+        """
         start = since - self.freed_base
         if start < 0 or len(self.freed) - start > scan_limit:
-            return True
+            return None
         seen: set[str] = set()
         total = 0
         for node in self.freed[start:]:
@@ -366,10 +381,10 @@ class NodeIndex:
             if pools is not None and (node.pool is None or node.pool.pool_id not in pools):
                 continue
             if node.schedulable:
-                total += node.how_many(requests, shortfall)
-                if total >= shortfall:
-                    return True
-        return False
+                total += node.how_many(requests, limit)
+                if total >= limit:
+                    return total
+        return total
 
     # -- placement -------------------------------------------------------------------------------
 
