@@ -23,7 +23,8 @@ class NodeMark:
     ``pools`` (ids, while the set of pools is ``pools_version``) could take its pods.
 
     It stays sound however long ago it was made: nodes whose capacity did not rise since then can
-    take no more of its pods than they could, so only the nodes freed since can add any.
+    take no more of its pods than they could, so only the nodes freed since can add any. A check
+    that finds them still too few moves it forward (Engine._mark_holds).
     """
 
     __slots__ = ("config", "freed_seq", "options", "pools", "pools_version", "shortfall")
