@@ -783,7 +783,7 @@ class Engine:
                     continue
                 if holding is not None:
                     # Nothing behind the head may pass it: only the head itself could be admitted.
-                    if 0 < holding.totals.get(fr[1], 0) <= amount and self._may_fit_gang(other, holding, amounts):
+                    if 0 < holding.totals.get(fr[1], 0) <= amount:
                         self._request_retry(other)
                         break
                 elif other.may_want(fr[1], amount):
@@ -1216,28 +1216,6 @@ class Engine:
                 if not enough:
                     cq.screen_first = resource
                     return False
-        return True
-
-    @staticmethod
-    def _may_fit_gang(cq: ClusterQueueState, wl: Workload, amounts: _Amounts) -> bool:
-        """False if ``wl`` cannot fit what ``cq`` may take (per ``amounts``): a gang with one pod
-        set in a queue with one resource group charges every resource to one flavor, so some
-        flavor must have enough of each; otherwise each resource must fit the total over its
-        flavors. A necessary condition, as :meth:`_candidate_bounds` for the whole queue."""
-        totals = wl.totals
-        groups = cq.spec.resource_groups
-        if len(groups) == 1 and len(wl.spec.pod_sets) == 1:
-            for flavor in groups[0].flavors:
-                name = flavor.name
-                for resource, need in totals.items():
-                    if need > 0 and amounts.get((name, resource)) < need:
-                        break
-                else:
-                    return True
-            return False
-        for resource, need in totals.items():
-            if need > 0 and sum(amounts.get(fr) for fr in cq.frs_by_resource.get(resource, ())) < need:
-                return False
         return True
 
     def _retry_keys(self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle) -> Iterator[OrderKey]:
