@@ -1155,9 +1155,16 @@ class Engine:
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
         if keys and not (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
             head = self._holding_head(cq, ctx.now)
-            if head is not None and keys[-1] > head.order_key and self._starving(head, ctx.now):
+            if (
+                head is not None
+                and keys[-1] > head.order_key
+                and (not cq.active or cq.active[0] > head.order_key)
+                and self._starving(head, ctx.now)
+            ):
                 # It does not fit now, and cannot later in this cycle (what the queue may take only
-                # shrinks): no gang behind it can be admitted in this cycle.
+                # shrinks): no gang behind it can be admitted in this cycle. Unless a new gang
+                # ahead of it fails in this cycle and so becomes the protected head in its place
+                # (then the walk decides at each step, see _retry_keys).
                 keys = keys[: bisect.bisect_right(keys, head.order_key)]
         return heapq.merge(iter(cq.active), self._retry_keys(cq, keys, ctx))
 
