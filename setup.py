@@ -44,12 +44,18 @@ def _editable() -> bool:
     return any(arg.startswith("editable_wheel") or arg == "develop" for arg in sys.argv[1:])
 
 
+def _builds_extensions() -> bool:
+    """Only the commands that build a wheel or extensions need mypyc's translation (the build
+    backend also runs this script for metadata, where it would only cost time)."""
+    return any(arg in ("bdist_wheel", "build", "build_ext", "install") for arg in sys.argv[1:])
+
+
 def _core_extensions() -> list[Any]:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         _warn(f"{PURE_ENV} is set: installing the pure-Python core")
         return []
-    if _editable():
-        return []  # the source tree is imported directly; compiled modules would shadow edits
+    if _editable() or not _builds_extensions():
+        return []  # editable: the source tree is imported, compiled modules would shadow edits
     try:
         from mypyc.build import mypycify
     except ImportError as exc:  # pragma: no cover - mypy is a build requirement

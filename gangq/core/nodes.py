@@ -247,7 +247,7 @@ class NodeIndex:
         self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
         self.spec_version = 0  # bumped when any node is added, replaced or removed
         # Nodes whose free capacity rose (pods released, node added), oldest first; ``freed_base``
-        # is the sequence number of ``freed[0]``. See :meth:`may_place_more`.
+        # is the sequence number of ``freed[0]``. See :meth:`pods_freed_since`.
         self.freed: list[NodeState] = []
         self.freed_base = 0
         # Undo log of the open statement, if any: (node, requests, count) allocated.
@@ -336,26 +336,8 @@ class NodeIndex:
 
     @property
     def freed_seq(self) -> int:
-        """Sequence number of the next capacity increase (a mark for :meth:`may_place_more`)."""
+        """Sequence number of the next capacity increase (a mark for :meth:`pods_freed_since`)."""
         return self.freed_base + len(self.freed)
-
-    def may_place_more(
-        self,
-        since: int,
-        requests: Mapping[str, int],
-        shortfall: int,
-        scan_limit: int = 64,
-        pools: frozenset[int] | None = None,
-    ) -> bool:
-        """Could ``shortfall`` more pods of ``requests`` fit than could at mark ``since``?
-
-        An upper bound for a gang whose placement failed: only nodes whose capacity rose since
-        then (and, given ``pools``, only nodes of those pools) can take more pods than they
-        could, so when those nodes together cannot take ``shortfall`` pods, a new attempt fails
-        too. True (try again) when in doubt.
-        """
-        gain = self.pods_freed_since(since, requests, shortfall, scan_limit, pools)
-        return gain is None or gain >= shortfall
 
     def pods_freed_since(
         self,
@@ -366,8 +348,13 @@ class NodeIndex:
         pools: frozenset[int] | None = None,
     ) -> int | None:
         """How many more pods of ``requests`` (at most ``limit``) the nodes freed since mark
-        ``since`` could take now: the bound of :meth:`may_place_more`. None when it cannot
-        tell (the mark is older than the nodes kept, or more than ``scan_limit`` were freed).
+        ``since`` (and, given ``pools``, only nodes of those pools) could take now, compared with
+        what they could take then. None when it cannot tell (the mark is older than the nodes
+        kept, or more than ``scan_limit`` were freed).
+
+        An upper bound for a gang whose placement failed: only nodes whose capacity rose since
+        the mark can take more pods than they could, so while this stays below the pods it was
+        short, a new attempt fails too (see NodeMark).
         """
         start = since - self.freed_base
         if start < 0 or len(self.freed) - start > scan_limit:
