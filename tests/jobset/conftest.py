@@ -93,12 +93,16 @@ class Cluster:
 
 def jobset(name: str, rjobs: list[dict[str, Any]], *, run_seconds: float = 0.5, exit_code: int = 0,
            **spec: Any) -> dict[str, Any]:
-    """A JobSet whose pods run ``run_seconds`` in the sandbox and exit with ``exit_code``."""
+    """A JobSet whose pods run ``run_seconds`` in the sandbox and exit with ``exit_code`` (per
+    replicated job: ``run_seconds``, ``exit_code``, and ``start_delay``, the seconds before its
+    pods become Running and Ready)."""
     replicated = []
     for r in rjobs:
         pods = r.get("pods", 1)
         annotations = {"sandbox.gangq.io/run-seconds": str(r.get("run_seconds", run_seconds)),
                        "sandbox.gangq.io/exit-code": str(r.get("exit_code", exit_code))}
+        if "start_delay" in r:
+            annotations["sandbox.gangq.io/start-delay-seconds"] = str(r["start_delay"])
         pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox",
                                                     "resources": {"requests": {"cpu": "100m"}}}],
                                     "terminationGracePeriodSeconds": 1, **r.get("pod", {})}

@@ -115,7 +115,10 @@ def test_queued_jobset_waits_without_children_then_runs_and_suspends(jobset_clus
 
 def test_in_order_startup_ttl_invalid_and_foreign_jobsets(jobset_cluster: Cluster) -> None:
     cl = jobset_cluster
-    cl.create_jobset(jobset("ordered", [{"name": "a", "run_seconds": 2}, {"name": "b"}],
+    # The first job's pods take 6 s to become Ready, so that "the second job waits for it" is
+    # checked while it is certainly not Ready (without the delay a loaded machine let it get
+    # Ready, and the second job legitimately created, before the check ran).
+    cl.create_jobset(jobset("ordered", [{"name": "a", "run_seconds": 2, "start_delay": 6}, {"name": "b"}],
                             startupPolicy={"startupPolicyOrder": "InOrder"}, ttlSecondsAfterFinished=1))
     invalid = jobset("invalid", [{"name": "a"}, {"name": "b"}])
     invalid["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "b", "status": "Ready"}]
@@ -131,8 +134,9 @@ def test_in_order_startup_ttl_invalid_and_foreign_jobsets(jobset_cluster: Cluste
     wait_for(lambda: "ordered-a-0" in cl.jobs("ordered"), 10, "the first Job")
     assert "ordered-b-0" not in cl.jobs("ordered")
     cl.wait_condition("ordered", "StartupPolicyInProgress", 5)
-    cl.wait_condition("ordered", "StartupPolicyCompleted", 10)
-    cl.wait_condition("ordered", "Completed", 15)
+    assert "ordered-b-0" not in cl.jobs("ordered")
+    cl.wait_condition("ordered", "StartupPolicyCompleted", 10 + 6)  # the budget it had, plus the delay
+    cl.wait_condition("ordered", "Completed", 15 + 6)
     wait_for(lambda: cl.jobset("ordered") is None, 10, "the TTL deletion")
     # by now the JobSet managed by another controller would long have run: it was left alone
     assert cl.jobs("foreign") == {} and "status" not in (cl.jobset("foreign") or {"status": 1})
