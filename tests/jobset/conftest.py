@@ -23,6 +23,11 @@ OPERATOR = textwrap.dedent('''
 
     from gangq.operator.jobset import register
 
+    # Every test loads this file into the same process: without a fresh registry the handlers
+    # of earlier tests (and their controllers, bound to sandboxes already gone) stay registered
+    # and act on this test's objects.
+    kopf.set_default_registry(kopf.OperatorRegistry())
+
     @kopf.on.login()
     def login(**kwargs):
         return kopf.login_with_kubeconfig(**kwargs)
