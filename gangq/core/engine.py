@@ -42,6 +42,7 @@ from gangq.core.flavors import (
     Assignment,
     Candidates,
     FlavorOptions,
+    GroupCache,
     assignments,
     flavor_options,
 )
@@ -53,6 +54,7 @@ from gangq.core.model import (
     LocalQueueSpec,
     NodeSpec,
     PodInfo,
+    PodSetSpec,
     WorkloadSpec,
 )
 from gangq.core.nodes import NodeIndex, NodePool
@@ -76,6 +78,21 @@ _STOP = 2
 # Reasons of a gang that failed for capacity or for a reservation, not for its spec.
 _HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "BlockedByReservation")
 _CAPACITY_REASONS = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "WaitingForPreemption")
+
+
+_MAX_SHAPES = 100_000
+
+
+def _pod_set_signature(ps: PodSetSpec) -> tuple[object, ...]:
+    """Everything of a pod set that its flavor options depend on."""
+    return (
+        ps.name,
+        ps.count,
+        tuple(sorted(ps.requests.items())),
+        tuple(sorted(ps.node_selector.items())),
+        tuple(t.signature() for t in ps.tolerations),
+        tuple(tuple(r.signature() for r in term) for term in ps.node_affinity),
+    )
 
 
 def _claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorResource, name: str) -> bool:
@@ -227,6 +244,9 @@ class Engine:
         # starving head holds back its queue until it is admitted (see _holding_head).
         self._limited: dict[str, None] = {}
         self._never: dict[str, tuple[tuple[int, int], bool]] = {}  # key -> (versions, never fits)
+        # Flavor options shared by the gangs of a queue that have the same pod sets (see _options).
+        self._shapes: dict[tuple[object, ...], FlavorOptions] = {}
+        self._groups: GroupCache = {}  # see flavor_options
         self._running_by_end: SortedList = SortedList()  # (end time, seq, key) of bounded runners
         self._drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
         self._version = 0  # bumped on every capacity change (reservation cache key)
@@ -235,6 +255,7 @@ class Engine:
         self._reservation_depth = 0  # nesting of _reservation through older heads (see there)
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
+        self._cycle_seq = 0  # cycles run so far
         self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
 
     # ------------------------------------------------------------------------------------------
@@ -319,6 +340,8 @@ class Engine:
         self._version += 1
         self._config_version += 1
         self._reservations.clear()
+        self._shapes.clear()
+        self._groups.clear()
         for cq in self.cluster_queues.values():
             missing = [
                 f
@@ -742,6 +765,24 @@ class Engine:
         self._request_retry(cq)
         self._retry_others(cq, released, now)
 
+    def _claims_ended(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
+        """``cq`` no longer claims ``frs`` back for a waiting gang (:meth:`_add_claims`): the other
+        queues of its tree may borrow them again. Without this, a gang blocked only by the claim
+        ("cannot borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated
+        release to be retried."""
+        self._retry_others(cq, frs, now)
+
+    @staticmethod
+    def _claimed_frs(cq: ClusterQueueState, head: Workload) -> set[FlavorResource]:
+        """The flavor-resources ``cq`` claims back for its waiting gang ``head`` now."""
+        node = cq.node
+        usage, totals = node.usage, head.totals
+        return {
+            fr
+            for fr, nominal in node.nominal.items()
+            if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
+        }
+
     def _retry_others(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
         """More of ``frs`` may be available to the other queues of ``cq``'s tree: retry those
         with a queued gang that could use it, and those holding gangs back for a reservation.
@@ -775,22 +816,39 @@ class Engine:
                 continue
             holding = self._holding_head(other, now)
             amounts = _Amounts(self, other, claims)
+            if holding is not None:
+                # Nothing behind the head may pass it: only the head itself could be admitted,
+                # and only with a flavor option that fits what the queue could take now.
+                # (Not "some released resource covers the head's total of it": a gang whose pod
+                # sets split over flavors needs less of each flavor than its total.)
+                if self._option_fits(other, holding, amounts):
+                    self._request_retry(other)
+                else:
+                    # Unless a new gang ahead of it fails in the next cycle and so becomes the
+                    # protected head in its place: then that cycle retries the queue (_cycle).
+                    other.held_retry = self._cycle_seq + 1
+                continue
             for fr in frs:
                 if fr not in nominal:
                     continue  # the queue has no quota for it at all
                 amount = amounts.get(fr)
                 if amount <= 0:
                     continue
-                if holding is not None:
-                    # Nothing behind the head may pass it: only the head itself could be admitted.
-                    if 0 < holding.totals.get(fr[1], 0) <= amount:
-                        self._request_retry(other)
-                        break
-                elif other.may_want(fr[1], amount):
+                if other.may_want(fr[1], amount):
                     # Some gang could use this much of it; can any fit what else there is?
                     if self._may_fit_any(other, amounts):
                         self._request_retry(other)
                     break
+
+    def _option_fits(self, cq: ClusterQueueState, wl: Workload, amounts: _Amounts) -> bool:
+        """Does some flavor option of ``wl`` need no more of each flavor-resource than ``amounts``?"""
+        for usage in self._options(cq, wl).usages:
+            for fr, need in usage.items():
+                if need > 0 and need > amounts.get(fr):
+                    break
+            else:
+                return True
+        return False
 
     def _amount(
         self,
@@ -1001,6 +1059,7 @@ class Engine:
     def _cycle(self, now: float, decisions: list[Decision]) -> bool:
         """One scheduling cycle; returns whether it admitted anything."""
         ctx = _Cycle(now, decisions)
+        self._cycle_seq += 1
         # (head key, push order, next key, queue, its cursor; None: a retry not expanded yet)
         heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey] | None]]
         heap = []
@@ -1012,7 +1071,7 @@ class Engine:
             if cq.inactive_reason or cq.stopped:
                 self._mark_all(cq)
                 continue
-            retry = cq.retry
+            retry = cq.retry or (cq.held_retry == self._cycle_seq and bool(cq.active))
             cq.retry = False
             node_retry = cq.node_retry
             cq.node_retry = False
@@ -1236,7 +1295,7 @@ class Engine:
         i = j = 0
         may_preempt = self._may_preempt(cq)
         quota = self.quota
-        version = quota.version  # the candidates fit what the queue could take at this version
+        version = quota.tree_stamp(cq.node)  # the candidates fit what the queue could take then
         bounds: list[dict[str, int]] = []
         refilter = False
         workloads = self.workloads
@@ -1246,9 +1305,9 @@ class Engine:
                 head = cq.head()
                 if head is not None and head.order_key <= key:
                     j = bisect.bisect_left(keys, key, j)
-                    if quota.version != version:
+                    if quota.tree_stamp(cq.node) != version:
                         # Admissions since took quota: keep only candidates that still fit.
-                        version = quota.version
+                        version = quota.tree_stamp(cq.node)
                         bounds = self._candidate_bounds(cq, ctx)
                         refilter = True
                     if refilter:
@@ -1391,6 +1450,11 @@ class Engine:
             claims = ctx.claims.get(cq.node.root())
             if claims is not None:
                 self._add_claims(claims, cq, wl)
+            if head is not None:
+                # The head it replaces may claim quota back that it does not.
+                ended = self._claimed_frs(cq, head) - self._claimed_frs(cq, wl)
+                if ended:
+                    self._claims_ended(cq, ended, ctx.now)
 
     # ------------------------------------------------------------------------------------------
     # Trying one workload
@@ -1516,9 +1580,23 @@ class Engine:
         return _STOP if cq.strict else _FAILED
 
     def _options(self, cq: ClusterQueueState, wl: Workload) -> FlavorOptions:
+        """The gang's flavor options in ``cq`` (cached on the gang until the specs change).
+
+        Gangs of one queue with equal pod sets share one FlavorOptions: a deep queue holds many
+        gangs of few shapes, and the options (with their usage per flavor-resource) are read on
+        every retry screen, so sharing keeps the engine's working set small.
+        """
         cached = wl.choices
         if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
-            cached = (self._config_version, cq.name, flavor_options(cq.spec, self.flavors, wl.spec.pod_sets))
+            shape = (cq.name, *(_pod_set_signature(ps) for ps in wl.spec.pod_sets))
+            shapes = self._shapes
+            options = shapes.get(shape)
+            if options is None:
+                if len(shapes) >= _MAX_SHAPES:
+                    shapes.clear()  # caches: shapes of gangs long gone must not pile up
+                    self._groups.clear()
+                options = shapes[shape] = flavor_options(cq.spec, self.flavors, wl.spec.pod_sets, self._groups)
+            cached = (self._config_version, cq.name, options)
             wl.choices = cached
         return cached[2]
 
@@ -1607,7 +1685,24 @@ class Engine:
         if was_head:
             # Its claims on lent quota and its reservation end: others may borrow or pass now.
             self._request_retry(cq)
-            self._retry_others(cq, [fr for fr in cq.node.nominal if wl.totals.get(fr[1])], now)
+            self._claims_ended(cq, [fr for fr in cq.node.nominal if wl.totals.get(fr[1])], now)
+        else:
+            head = cq.head()
+            if head is not None:
+                # The quota it took may leave the head's need beyond the unused nominal quota:
+                # that claim ends (see _add_claims), and the queues it kept from borrowing retry.
+                node = cq.node
+                usage, nominal = node.usage, node.nominal
+                ended = [
+                    fr
+                    for fr, amount in a.usage.items()
+                    if amount > 0
+                    and fr in nominal
+                    and (need := head.totals.get(fr[1], 0))
+                    and usage.get(fr, 0) - amount + need <= nominal[fr] < usage.get(fr, 0) + need
+                ]
+                if ended:
+                    self._claims_ended(cq, ended, now)
         self._reservations.pop(wl.key, None)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit
@@ -2055,9 +2150,9 @@ class Engine:
             cache = wl.empty_fit = (version, {})
         known = cache[1]
         for a in cands.assignments:
-            fits = known.get(id(a.choices))
+            fits = known.get(a.index)
             if fits is None:
-                fits = known[id(a.choices)] = self._assignment_fits_empty_nodes(wl, a)
+                fits = known[a.index] = self._assignment_fits_empty_nodes(wl, a)
             if fits:
                 return True
         return False
@@ -2065,17 +2160,11 @@ class Engine:
     def _assignment_fits_empty_nodes(self, wl: Workload, a: Assignment) -> bool:
         """One assignment of :meth:`_fits_empty_nodes` (specs only, so cached per workload)."""
         pod_sets = self._pod_sets_for(wl, a)
-        total: dict[str, int] = {}
-        seen: dict[int, NodePool] = {}
+        nodes = self.nodes
         for _, requests, _, pools in pod_sets:
-            if not any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values()):
+            if not nodes.empty_node_takes(pools, requests):
                 return False
-            for p in pools:
-                seen[p.pool_id] = p
-        for pool in seen.values():
-            for node in pool.nodes.values():
-                for resource, amount in node.allocatable.items():
-                    total[resource] = total.get(resource, 0) + amount
+        total = nodes.empty_total(p for _, _, _, pools in pod_sets for p in pools)
         needed: dict[str, int] = {}
         pods_left = wl.min_member
         for _, requests, count, _ in pod_sets:

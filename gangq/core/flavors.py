@@ -183,16 +183,41 @@ class FlavorOptions:
         return False
 
 
+GroupCache = dict[tuple[object, ...], tuple[list[tuple[tuple[str, ...], list[str]]], str]]
+
+
 def flavor_options(
-    cq: ClusterQueueSpec, flavors: Mapping[str, FlavorSpec], pod_sets: Sequence[PodSetSpec]
+    cq: ClusterQueueSpec,
+    flavors: Mapping[str, FlavorSpec],
+    pod_sets: Sequence[PodSetSpec],
+    group_cache: GroupCache | None = None,
 ) -> FlavorOptions:
     """Per pod set, the flavor choices to try in order, combined into at most ``MAX_ASSIGNMENTS``
-    complete assignments with the usage each charges."""
+    complete assignments with the usage each charges.
+
+    ``group_cache`` (valid while ``cq`` and ``flavors`` do not change) keeps each pod set's
+    candidate flavors per resource group: they depend on which resources it requests and where
+    it may run, not on how much, so a deep queue of differently sized gangs matches its flavors'
+    labels and taints once per kind of pod set."""
     per_pod_set: PodSetChoices = []
     for index, pod_set in enumerate(pod_sets):
         if pod_set.count == 0:
             continue
-        options, why = _group_options(cq, flavors, pod_set)
+        if group_cache is None:
+            options, why = _group_options(cq, flavors, pod_set)
+        else:
+            key = (
+                cq.name,
+                pod_set.name,
+                tuple(sorted(pod_set.requests)),
+                tuple(sorted(pod_set.node_selector.items())),
+                tuple(t.signature() for t in pod_set.tolerations),
+                tuple(tuple(r.signature() for r in term) for term in pod_set.node_affinity),
+            )
+            cached = group_cache.get(key)
+            if cached is None:
+                cached = group_cache[key] = _group_options(cq, flavors, pod_set)
+            options, why = cached
         if why:
             return FlavorOptions([], [], why)
         choices = []

@@ -37,7 +37,7 @@ def _key_resources(allocatable: Mapping[str, int]) -> tuple[str, ...]:
 class NodeState:
     """One node and its free capacity."""
 
-    __slots__ = ("allocatable", "free", "key", "labels", "name", "pool", "schedulable", "taints")
+    __slots__ = ("allocatable", "free", "key", "labels", "name", "pool", "rkeys", "schedulable", "taints")
 
     def __init__(self, spec: NodeSpec) -> None:
         self.name = spec.name
@@ -48,6 +48,8 @@ class NodeState:
         self.schedulable = not spec.unschedulable
         self.pool: NodePool | None = None
         self.key: tuple[Any, ...] = ()
+        # Per secondary list of its pool (``NodePool.by_resource``): the value it is listed with.
+        self.rkeys: list[int] = []
 
     def fits(self, requests: Mapping[str, int], count: int = 1) -> bool:
         free = self.free
@@ -84,9 +86,26 @@ class NodePool:
     the first one, ``index`` serves), so that a pod whose first key resource is not the scarce one
     (a cpu-only pod on GPU nodes, a GPU pod where cpu runs out first) is found without scanning
     every node that has enough of the first.
+
+    The secondary lists are brought up to date only when a query needs one: a query uses list
+    ``i`` only if fewer nodes have enough of resource ``i`` than of the first key resource, and a
+    histogram of free capacity per power of two (``hist``, always current) bounds that number from
+    below. In a large pool where one resource is the scarce one (cpu, with memory to spare) the
+    others' lists are rarely needed, and keeping them sorted was half of every placement's cost.
     """
 
-    __slots__ = ("by_resource", "index", "key_resources", "labels", "nodes", "pool_id", "stale", "taints")
+    __slots__ = (
+        "by_resource",
+        "hist",
+        "index",
+        "key_resources",
+        "labels",
+        "nodes",
+        "pending",
+        "pool_id",
+        "stale",
+        "taints",
+    )
 
     def __init__(
         self, pool_id: int, labels: Mapping[str, str], taints: Sequence[Taint], key_resources: tuple[str, ...]
@@ -100,6 +119,10 @@ class NodePool:
         # hottest structure of a busy cluster: every placement and release moves entries).
         self.index: list[tuple[Any, ...]] = []
         self.by_resource: tuple[list[tuple[int, str]], ...] = tuple([] for _ in key_resources[1:])
+        # Per secondary list: nodes whose entry there is not their current free capacity yet.
+        self.pending: tuple[dict[str, NodeState], ...] = tuple({} for _ in key_resources[1:])
+        # Per secondary list: schedulable nodes per bucket of their free capacity (_bucket).
+        self.hist: tuple[dict[int, int], ...] = tuple({} for _ in key_resources[1:])
         self.nodes: dict[str, NodeState] = {}
         # Nodes whose free capacity changed since the indexes were last refreshed; their
         # ``key`` is still the one indexed.
@@ -115,15 +138,19 @@ class NodePool:
         key = node.key = self.node_key(node)
         insort(self.index, key)
         name = node.name
+        node.rkeys = list(key[1:-1])
         for i, entries in enumerate(self.by_resource, 1):
             insort(entries, (key[i], name))
+            _count(self.hist[i - 1], key[i], 1)
 
     def _delete(self, node: NodeState) -> None:
         key = node.key
         _remove(self.index, key)
         name = node.name
         for i, entries in enumerate(self.by_resource, 1):
-            _remove(entries, (key[i], name))
+            _remove(entries, (node.rkeys[i - 1], name))
+            self.pending[i - 1].pop(name, None)
+            _count(self.hist[i - 1], key[i], -1)
 
     def add(self, node: NodeState) -> None:
         self.nodes[node.name] = node
@@ -148,7 +175,6 @@ class NodePool:
 
     def _refresh(self) -> None:
         index = self.index
-        by_resource = self.by_resource
         for node in self.stale.values():
             old = node.key
             key = self.node_key(node)
@@ -157,12 +183,40 @@ class NodePool:
             node.key = key
             _remove(index, old)
             insort(index, key)
-            name = node.name
-            for i, entries in enumerate(by_resource, 1):
+            for i in range(1, len(key) - 1):
                 if old[i] != key[i]:  # most pods change only some of the key resources
-                    _remove(entries, (old[i], name))
-                    insort(entries, (key[i], name))
+                    hist = self.hist[i - 1]
+                    _count(hist, old[i], -1)
+                    _count(hist, key[i], 1)
+                    self.pending[i - 1][node.name] = node
         self.stale.clear()
+
+    def _flush(self, i: int) -> list[tuple[int, str]]:
+        """Secondary list ``i`` (1-based key resource), up to date."""
+        entries = self.by_resource[i - 1]
+        pending = self.pending[i - 1]
+        if pending:
+            for name, node in pending.items():
+                value = node.key[i]
+                old = node.rkeys[i - 1]
+                if value != old:
+                    _remove(entries, (old, name))
+                    insort(entries, (value, name))
+                    node.rkeys[i - 1] = value
+            pending.clear()
+        return entries
+
+    def _at_least(self, i: int, amount: int) -> int:
+        """A lower bound of how many schedulable nodes have ``amount`` or more of key resource
+        ``i`` free (1-based): those in buckets that hold only values of at least ``amount``."""
+        hist = self.hist[i - 1]
+        if amount <= 0:
+            first = 0  # none, or more
+        else:
+            first = amount.bit_length()
+            if (1 << (first - 1)) < amount:
+                first += 1  # amount's own bucket also holds smaller values
+        return sum(count for bucket, count in hist.items() if bucket >= first)
 
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
         """A node that fits ``requests`` with the least free capacity of the scarcest resource.
@@ -180,9 +234,14 @@ class NodePool:
         best_count = len(index) - first_start
         if best_count == 0:
             return None
+        first_count = best_count
         best_start = 0
-        for i, entries in enumerate(self.by_resource, 1):
-            start = bisect_left(entries, (requests.get(key_resources[i], 0),))
+        for i in range(1, len(key_resources)):
+            amount = requests.get(key_resources[i], 0)
+            if self._at_least(i, amount) >= first_count:
+                continue  # as many nodes have enough of it as of the first: it cannot select
+            entries = self._flush(i)
+            start = bisect_left(entries, (amount,))
             count = len(entries) - start
             if count == 0:
                 return None
@@ -201,6 +260,21 @@ class NodePool:
             if node.fits(requests):
                 return node
         return None
+
+
+def _bucket(value: int) -> int:
+    """Histogram bucket of a free amount: b for values in [2^(b-1), 2^b), 0 for none, -1 for
+    less than none (pods bound beyond allocatable)."""
+    return value.bit_length() if value > 0 else (0 if value == 0 else -1)
+
+
+def _count(hist: dict[int, int], value: int, delta: int) -> None:
+    bucket = _bucket(value)
+    count = hist.get(bucket, 0) + delta
+    if count:
+        hist[bucket] = count
+    else:
+        del hist[bucket]
 
 
 def _remove(entries: list[Any], entry: object) -> None:
@@ -227,6 +301,8 @@ class NodeIndex:
 
     __slots__ = (
         "_candidates",
+        "_empty",
+        "_empty_version",
         "_next_pool_id",
         "_pool_by_signature",
         "freed",
@@ -244,6 +320,9 @@ class NodeIndex:
         self._pool_by_signature: dict[tuple[object, ...], NodePool] = {}
         self._next_pool_id = 0
         self._candidates: dict[tuple[object, ...], tuple[NodePool, ...]] = {}
+        # What empty nodes could hold (from node specs only): see :meth:`empty_total`.
+        self._empty: dict[tuple[object, ...], Any] = {}
+        self._empty_version = -1
         self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
         self.spec_version = 0  # bumped when any node is added, replaced or removed
         # Nodes whose free capacity rose (pods released, node added), oldest first; ``freed_base``
@@ -447,6 +526,38 @@ class NodeIndex:
             if result.placed + remaining_total < needed:
                 break
         return result
+
+    def _empty_cache(self) -> dict[tuple[object, ...], Any]:
+        if self._empty_version != self.spec_version:
+            self._empty.clear()
+            self._empty_version = self.spec_version
+        return self._empty
+
+    def empty_total(self, pools: Iterable[NodePool]) -> dict[str, int]:
+        """Total allocatable of every node of ``pools`` (specs only, so cached until a node is
+        added, replaced or removed: a holding head asks for it on every what-if)."""
+        by_id = {p.pool_id: p for p in pools}
+        key: tuple[object, ...] = ("total", *sorted(by_id))
+        cache = self._empty_cache()
+        total: dict[str, int] | None = cache.get(key)
+        if total is None:
+            total = {}
+            for pool in by_id.values():
+                for node in pool.nodes.values():
+                    for resource, amount in node.allocatable.items():
+                        total[resource] = total.get(resource, 0) + amount
+            cache[key] = total
+        return total
+
+    def empty_node_takes(self, pools: Sequence[NodePool], requests: Mapping[str, int]) -> bool:
+        """Could one pod of ``requests`` fit some schedulable node of ``pools`` if it were empty?
+        (Cached like :meth:`empty_total`.)"""
+        key: tuple[object, ...] = ("pod", tuple(p.pool_id for p in pools), *sorted(requests.items()))
+        cache = self._empty_cache()
+        takes: bool | None = cache.get(key)
+        if takes is None:
+            takes = cache[key] = any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values())
+        return takes
 
     def free_in_pools(self, pools: Iterable[NodePool]) -> dict[str, int]:
         """Total free capacity of the schedulable nodes of ``pools``."""

@@ -41,7 +41,9 @@ class QuotaNode:
         "nominal",
         "parent",
         "parent_name",
+        "stamp",
         "subtree",
+        "top",
         "usage",
         "usage_version",
         "weight",
@@ -60,10 +62,13 @@ class QuotaNode:
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
         self.usage_version = 0  # bumped whenever this node's own usage or quota changes
-        # A cohort's availability per flavor-resource, valid while the tree's version is
+        # A cohort's availability per flavor-resource, valid while the stamp of its tree is
         # ``memo_version`` (see QuotaTree.available).
         self.memo: dict[FlavorResource, int] = {}
         self.memo_version = -1
+        # On a tree's root: the QuotaTree version of the tree's last change (see tree_stamp).
+        self.stamp = 0
+        self.top: QuotaNode = self  # the root of its tree (set by QuotaTree.recompute)
         self.weight = 1.0
         # A cohort named by a ClusterQueue but never created as an object exists implicitly.
         self.declared = not is_cohort
@@ -224,6 +229,18 @@ class QuotaTree:
         self.version += 1
         for root in list(self.roots()):
             self._recompute(root)
+            root.stamp = self.version
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                node.top = root
+                stack.extend(node.children.values())
+
+    def tree_stamp(self, node: QuotaNode) -> int:
+        """Changes when usage or quota changes anywhere in ``node``'s cohort tree, and only then
+        (unlike ``version``, which any tree's change bumps): what a queue may take depends on its
+        own tree only, so answers keyed on it stay valid while a thousand other queues admit."""
+        return node.top.stamp
 
     def _recompute(self, node: QuotaNode) -> None:
         subtree = dict(node.nominal)
@@ -264,12 +281,13 @@ class QuotaTree:
         while node.parent is not None:
             g = node.guaranteed.get(fr, 0)
             d = max(0, new - g) - max(0, old - g)
-            if d == 0:
-                return
             node = node.parent
+            if d == 0:
+                break
             old = node.usage.get(fr, 0)
             new = old + d
             node.usage[fr] = new
+        node.top.stamp = self.version
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """How much more of ``fr`` the node may take now, borrowing included.
@@ -282,9 +300,10 @@ class QuotaTree:
         if parent is None:
             return max(0, node.subtree.get(fr, 0) - used)
         memo = parent.memo
-        if parent.memo_version != self.version:
+        stamp = parent.top.stamp
+        if parent.memo_version != stamp:
             memo.clear()
-            parent.memo_version = self.version
+            parent.memo_version = stamp
         from_parent = memo.get(fr)
         if from_parent is None:
             from_parent = memo[fr] = self.available(parent, fr)

@@ -8,8 +8,10 @@ from gangq.core import (
     NodeSelectorRequirement,
     NodeSpec,
     PodInfo,
+    PodSetSpec,
     PreemptionSpec,
     SpecError,
+    WorkloadSpec,
 )
 
 from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, quota
@@ -561,3 +563,81 @@ def test_a_head_held_back_by_an_older_starving_head_does_not_hold_back_its_own_q
     assert admitted(e.schedule(20)) == ["s"]
     view = e.workload("ns/hb")
     assert view is not None and view.reason == "BlockedByReservation" and "ns/ha" in view.message
+
+
+def test_a_claim_that_ends_because_the_lender_admits_another_gang_lets_borrowers_in_at_once() -> None:
+    """a's waiting head a1 claims a's unused quota back, so b may not borrow it. When a admits a
+    smaller gang that passes a1, what a1 needs no longer fits a's unused nominal quota and the
+    claim ends; b's waiting gang must be retried then, not at the next unrelated release (found
+    at scale: a borrower waited until some node anywhere came free)."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 256, 12)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("b1", "b", 1, 8, t=0), 0)
+    e.submit(gang("b2", "b", 1, 4, t=0.5), 0)  # borrows 4 of a's 12
+    assert sorted(admitted(e.schedule(1))) == ["b1", "b2"]
+    e.submit(gang("a1", "a", 1, 10, t=1), 1)  # 8 free in the cohort: waits, claims a's quota
+    e.submit(gang("b3", "b", 1, 2, t=2), 1)
+    assert admitted(e.schedule(2)) == []
+    view = e.workload("ns/b3")
+    assert view is not None and "reclaiming" in view.message
+    e.submit(gang("a2", "a", 1, 3, t=3), 3)  # passes a1 (no reservation time); a1 needs 13 > 12 now
+    assert admitted(e.schedule(3)) == ["a2", "b3"]
+    view = e.workload("ns/a1")
+    assert view is not None and view.state == "Pending"
+
+
+def test_a_holding_head_whose_pod_sets_split_over_flavors_is_retried_when_one_flavor_frees() -> None:
+    """q's head needs 8 GPUs in two pod sets of 4, which may take different flavors. It has
+    starved, so it holds its queue. When 4 a100 GPUs come free in the cohort it fits as
+    4 a100 + 4 h100, although no single flavor has its total of 8 free: it must be retried."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
+    add_nodes(e, "a100", 2)
+    add_nodes(e, "h100", 2)
+    add_queue(e, "q", [quota("a100", 256, 4), quota("h100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "o", [quota("a100", 256, 4), quota("h100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    for key, t in (("o1", 0.0), ("o2", 0.1), ("o3", 0.2)):
+        e.submit(gang(key, "o", 1, 4, t=t), 0)
+    # o1 and o2 take all 8 a100 GPUs (o2 borrows q's), o3 takes o's 4 h100: 4 h100 left.
+    assert admitted(e.schedule(1)) == ["o1", "o2", "o3"]
+    split = WorkloadSpec(
+        "ns/h",
+        "ns",
+        "q",
+        [PodSetSpec("p0", 1, {GPU: 4}), PodSetSpec("p1", 1, {GPU: 4})],
+        creation_time=1,
+    )
+    e.submit(split, 1)
+    e.submit(gang("small", "q", 1, 1, t=2), 1)
+    # h does not fit; small passes it while h has not starved.
+    assert admitted(e.schedule(2)) == ["small"]
+    e.finish("ns/small", 3)
+    assert admitted(e.schedule(100)) == []  # h has starved: it holds q
+    e.finish("ns/o2", 101)  # 4 a100 GPUs free again (q's own, which o2 borrowed)
+    decisions = e.schedule(102)
+    assert admitted(decisions) == ["h"]
+    admission = next(d for d in decisions if getattr(d, "workload", "") == "ns/h")
+    assert sorted(ps.flavors[GPU] for ps in admission.pod_sets) == ["a100", "h100"]
+
+
+def test_a_release_that_a_holding_head_cannot_use_is_retried_when_a_new_gang_takes_the_head() -> None:
+    """q's starved head h holds its queue, so a release h cannot use is not retried there. But
+    if a new, higher-priority gang then fails and becomes q's head instead (it has not starved:
+    it holds nothing back), the gangs behind may use that release in the same cycle."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "o", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("o1", "o", 1, 4, t=0), 0)
+    e.submit(gang("o2", "o", 1, 4, t=0.1), 0)  # borrows q's 4
+    assert admitted(e.schedule(1)) == ["o1", "o2"]
+    e.submit(gang("h", "q", 1, 8, t=1), 1)
+    e.submit(gang("g", "q", 1, 2, t=2), 1)
+    assert admitted(e.schedule(2)) == []
+    assert admitted(e.schedule(100)) == []  # h has starved: it holds q
+    e.finish("ns/o2", 101)  # 4 free: not enough for h, enough for g, which h holds back
+    e.submit(gang("n", "q", 1, 6, priority=10, t=101), 101)
+    assert admitted(e.schedule(102)) == ["g"]
+    view = e.workload("ns/h")
+    assert view is not None and view.state == "Pending"

@@ -1,0 +1,75 @@
+"""NodeIndex best fit against a brute-force reading of its contract, over random capacity changes."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gangq.core import NodeSpec
+from gangq.core.nodes import NodeIndex, NodePool, NodeState
+
+GPU = "nvidia.com/gpu"
+
+
+def _reference(pool: NodePool, requests: dict[str, int]) -> NodeState | None:
+    """best_fit as documented: the key resource with the fewest schedulable nodes that have
+    enough of it selects (the first key resource on ties); scan in key order (first key
+    resource) or by that resource's free amount, then name; the first node that fits."""
+    nodes = [n for n in pool.nodes.values() if n.schedulable]
+    resources = pool.key_resources
+    counts = [sum(1 for n in nodes if n.free.get(r, 0) >= requests.get(r, 0)) for r in resources]
+    if min(counts) == 0:
+        return None
+    best = min(range(len(resources)), key=lambda i: (counts[i], i))
+    if best == 0:
+        order = sorted(nodes, key=lambda n: (*(n.free.get(r, 0) for r in resources), n.name))
+    else:
+        order = sorted(nodes, key=lambda n: (n.free.get(resources[best], 0), n.name))
+    return next((n for n in order if n.fits(requests)), None)
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("alloc"), st.integers(0, 11), st.integers(0, 3), st.integers(-3, 3)),
+        st.tuples(st.just("query"), st.integers(0, 9), st.integers(0, 64), st.integers(0, 3)),
+        st.tuples(st.just("remove"), st.integers(0, 11), st.just(0), st.just(0)),
+        st.tuples(st.just("readd"), st.integers(0, 11), st.just(0), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, int, int]]) -> None:
+    """The lazily refreshed secondary lists and the histogram that decides when they are needed
+    must never change which node is chosen."""
+    index = NodeIndex()
+    specs = {}
+    for i in range(12):
+        alloc = {"cpu": 16_000 * (1 + i % 3), "memory": (20 + 7 * i) << 30}
+        if i % 2:
+            alloc[GPU] = 4
+        specs[f"n{i}"] = NodeSpec(f"n{i}", alloc, {"pool": "gpu" if i % 2 else "cpu"})
+        index.upsert(specs[f"n{i}"])
+    pod_shapes = [
+        {"cpu": 1000, "memory": 3 << 30},
+        {"cpu": 4000, "memory": 5 << 30},
+        {"cpu": 500, "memory": 11 << 30, GPU: 1},
+        {"memory": 17 << 30},
+    ]
+    for kind, a, b, c in steps:
+        name = f"n{a % 12}"
+        node = index.nodes.get(name)
+        if kind == "alloc" and node is not None:
+            index.allocate(node, pod_shapes[b], c)
+        elif kind == "remove":
+            index.remove(name)
+        elif kind == "readd" and node is None:
+            index.upsert(specs[name])
+        elif kind == "query":
+            requests = {"cpu": 1500 * a, "memory": (3 << 28) * b}
+            if c:
+                requests[GPU] = c
+            for pool in index.pools.values():
+                assert pool.best_fit(requests) is _reference(pool, requests)
