@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gangq.core import (
     Admission,
+    Engine,
     EngineConfig,
     NodeSelectorRequirement,
     NodeSpec,
@@ -367,10 +368,9 @@ def test_node_added_later_wakes_gangs_waiting_for_nodes() -> None:
     assert admitted(e.schedule(2)) == ["g"]
 
 
-def test_a_lenders_claim_lasts_its_cycle_and_borrowers_get_the_rest_in_the_same_call() -> None:
-    """While a's gang waits within a's nominal quota, b may not borrow a's quota. When a's gang is
-    admitted, the claim still holds for that cycle; schedule() runs another cycle at once, in
-    which b borrows what is left, so b's gang does not wait for the next event."""
+def _lender_claiming_with_a_borrower() -> Engine:
+    """a lends 4 of its 12 GPUs to b; a's gang a1 (10 GPUs) then waits with 8 free in the cohort
+    and claims a's unused quota back; b's gang b3 (2 GPUs) could borrow, but a claims them."""
     e = engine()
     add_nodes(e, "a100", 4)
     add_queue(e, "a", [quota("a100", 256, 12)], cohort="pool", mode="QuotaOnly")
@@ -379,11 +379,18 @@ def test_a_lenders_claim_lasts_its_cycle_and_borrowers_get_the_rest_in_the_same_
     e.submit(gang("b2", "b", 1, 4, t=0.5), 0)  # borrows 4 of a's 12
     assert sorted(admitted(e.schedule(1))) == ["b1", "b2"]
     e.submit(gang("a1", "a", 1, 10, t=1), 1)  # 8 free in the cohort: waits, claims a's quota
-    e.submit(gang("b3", "b", 1, 2, t=2), 1)  # 2 would be free to borrow, but a claims them
+    e.submit(gang("b3", "b", 1, 2, t=2), 1)
     assert admitted(e.schedule(2)) == []
     view = e.workload("ns/b3")
-    assert view is not None and view.reason == "InsufficientQuota"
-    assert "reclaiming" in view.message
+    assert view is not None and view.reason == "InsufficientQuota" and "reclaiming" in view.message
+    return e
+
+
+def test_a_lenders_claim_lasts_its_cycle_and_borrowers_get_the_rest_in_the_same_call() -> None:
+    """While a's gang waits within a's nominal quota, b may not borrow a's quota. When a's gang is
+    admitted, the claim still holds for that cycle; schedule() runs another cycle at once, in
+    which b borrows what is left, so b's gang does not wait for the next event."""
+    e = _lender_claiming_with_a_borrower()
     e.finish("ns/b2", 3)
     decisions = e.schedule(4)
     assert admitted(decisions) == ["a1", "b3"]
@@ -570,18 +577,7 @@ def test_a_claim_that_ends_because_the_lender_admits_another_gang_lets_borrowers
     smaller gang that passes a1, what a1 needs no longer fits a's unused nominal quota and the
     claim ends; b's waiting gang must be retried then, not at the next unrelated release (found
     at scale: a borrower waited until some node anywhere came free)."""
-    e = engine()
-    add_nodes(e, "a100", 4)
-    add_queue(e, "a", [quota("a100", 256, 12)], cohort="pool", mode="QuotaOnly")
-    add_queue(e, "b", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
-    e.submit(gang("b1", "b", 1, 8, t=0), 0)
-    e.submit(gang("b2", "b", 1, 4, t=0.5), 0)  # borrows 4 of a's 12
-    assert sorted(admitted(e.schedule(1))) == ["b1", "b2"]
-    e.submit(gang("a1", "a", 1, 10, t=1), 1)  # 8 free in the cohort: waits, claims a's quota
-    e.submit(gang("b3", "b", 1, 2, t=2), 1)
-    assert admitted(e.schedule(2)) == []
-    view = e.workload("ns/b3")
-    assert view is not None and "reclaiming" in view.message
+    e = _lender_claiming_with_a_borrower()
     e.submit(gang("a2", "a", 1, 3, t=3), 3)  # passes a1 (no reservation time); a1 needs 13 > 12 now
     assert admitted(e.schedule(3)) == ["a2", "b3"]
     view = e.workload("ns/a1")
