@@ -85,14 +85,7 @@ _MAX_SHAPES = 100_000
 
 def _pod_set_signature(ps: PodSetSpec) -> tuple[object, ...]:
     """Everything of a pod set that its flavor options depend on."""
-    return (
-        ps.name,
-        ps.count,
-        tuple(sorted(ps.requests.items())),
-        tuple(sorted(ps.node_selector.items())),
-        tuple(t.signature() for t in ps.tolerations),
-        tuple(tuple(r.signature() for r in term) for term in ps.node_affinity),
-    )
+    return (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.placement_signature())
 
 
 def _claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorResource, name: str) -> bool:
@@ -773,15 +766,22 @@ class Engine:
         self._retry_others(cq, frs, now)
 
     @staticmethod
-    def _claimed_frs(cq: ClusterQueueState, head: Workload) -> set[FlavorResource]:
-        """The flavor-resources ``cq`` claims back for its waiting gang ``head`` now."""
+    def _claimed_frs(cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
+        """The flavor-resources ``cq`` claims back for its waiting gang ``head``: those it needs
+        and that fit within the queue's unused nominal quota (cached per queue until its head or
+        its usage changes)."""
         node = cq.node
-        usage, totals = node.usage, head.totals
-        return {
-            fr
-            for fr, nominal in node.nominal.items()
-            if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
-        }
+        cached_head, version, frs = cq.claims_cache
+        if cached_head is not head or version != node.usage_version:
+            usage = node.usage
+            totals = head.totals
+            frs = tuple(
+                fr
+                for fr, nominal in node.nominal.items()
+                if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
+            )
+            cq.claims_cache = (head, node.usage_version, frs)
+        return frs
 
     def _retry_others(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
         """More of ``frs`` may be available to the other queues of ``cq``'s tree: retry those
@@ -1452,7 +1452,7 @@ class Engine:
                 self._add_claims(claims, cq, wl)
             if head is not None:
                 # The head it replaces may claim quota back that it does not.
-                ended = self._claimed_frs(cq, head) - self._claimed_frs(cq, wl)
+                ended = set(self._claimed_frs(cq, head)).difference(self._claimed_frs(cq, wl))
                 if ended:
                     self._claims_ended(cq, ended, ctx.now)
 
@@ -2046,21 +2046,8 @@ class Engine:
 
     @staticmethod
     def _add_claims(claims: dict[FlavorResource, dict[str, Workload]], cq: ClusterQueueState, head: Workload) -> None:
-        """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``: those it
-        needs and that fit within the queue's unused nominal quota (cached per queue until its
-        head or its usage changes)."""
-        node = cq.node
-        cached_head, version, frs = cq.claims_cache
-        if cached_head is not head or version != node.usage_version:
-            usage = node.usage
-            totals = head.totals
-            frs = tuple(
-                fr
-                for fr, nominal in node.nominal.items()
-                if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
-            )
-            cq.claims_cache = (head, node.usage_version, frs)
-        for fr in frs:
+        """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``."""
+        for fr in Engine._claimed_frs(cq, head):
             holders = claims.get(fr)
             if holders is None:
                 claims[fr] = {cq.name: head}

@@ -206,14 +206,7 @@ def flavor_options(
         if group_cache is None:
             options, why = _group_options(cq, flavors, pod_set)
         else:
-            key = (
-                cq.name,
-                pod_set.name,
-                tuple(sorted(pod_set.requests)),
-                tuple(sorted(pod_set.node_selector.items())),
-                tuple(t.signature() for t in pod_set.tolerations),
-                tuple(tuple(r.signature() for r in term) for term in pod_set.node_affinity),
-            )
+            key = (cq.name, pod_set.name, tuple(sorted(pod_set.requests)), pod_set.placement_signature())
             cached = group_cache.get(key)
             if cached is None:
                 cached = group_cache[key] = _group_options(cq, flavors, pod_set)

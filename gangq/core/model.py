@@ -329,6 +329,14 @@ class PodSetSpec:
         # Required node affinity (requiredDuringSchedulingIgnoredDuringExecution): terms ORed.
         self.node_affinity: NodeAffinity = tuple(tuple(term) for term in node_affinity)
 
+    def placement_signature(self) -> tuple[object, ...]:
+        """Where its pods may run, as a hashable value: nodeSelector, tolerations, affinity."""
+        return (
+            tuple(sorted(self.node_selector.items())),
+            tuple(t.signature() for t in self.tolerations),
+            tuple(tuple(r.signature() for r in term) for term in self.node_affinity),
+        )
+
 
 class WorkloadSpec:
     """The gang to admit.

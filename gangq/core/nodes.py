@@ -463,9 +463,7 @@ class NodeIndex:
         sig = (
             tuple(sorted(flavor_labels.items())),
             tuple(t.signature() for t in flavor_tolerations),
-            tuple(sorted(pod_set.node_selector.items())),
-            tuple(t.signature() for t in pod_set.tolerations),
-            tuple(tuple(r.signature() for r in term) for term in pod_set.node_affinity),
+            pod_set.placement_signature(),
         )
         cached = self._candidates.get(sig)
         if cached is not None:
