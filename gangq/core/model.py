@@ -11,7 +11,7 @@ else (``nvidia.com/gpu``, ``pods`` ...) in units.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from gangq.core.errors import SpecError
 from gangq.core.selectors import LabelSelector, NodeAffinity, Taint, Toleration
@@ -24,8 +24,11 @@ FungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 AdmissionMode = Literal["QuotaAndNodes", "QuotaOnly"]
 
-FlavorResource = tuple[str, str]
-"""(flavor name, resource name): the unit of quota accounting."""
+FlavorResource = tuple[Any, ...]
+"""(flavor name, resource name): the unit of quota accounting. Typed as a plain tuple on purpose,
+like OrderKey (gangq.core.workload): mypyc keeps a fixed-shape tuple unboxed in locals and builds
+a new tuple object for every dict lookup it is then used in, and quota arithmetic is made of such
+lookups."""
 
 
 class ResourceQuota:

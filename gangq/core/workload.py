@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gangq.core.decisions import Admission, PendingReason
 from gangq.core.flavors import FlavorOptions
@@ -13,7 +13,11 @@ if TYPE_CHECKING:
 
 State = Literal["Pending", "Admitted", "Evicting", "Finished"]
 
-OrderKey = tuple[int, float, int, str]
+# A gang's place in its queue: (-priority, queue timestamp, sequence number, key). Typed as a
+# plain tuple on purpose: mypyc keeps a fixed-shape tuple type unboxed in locals, so every
+# key read out of a queue, a demand index or a heap would be type-checked field by field and
+# boxed again on the way back (a cache miss per field in a deep queue, and an allocation).
+OrderKey = tuple[Any, ...]
 
 
 class NodeMark:
