@@ -1305,9 +1305,10 @@ class Engine:
                 head = cq.head()
                 if head is not None and head.order_key <= key:
                     j = bisect.bisect_left(keys, key, j)
-                    if quota.tree_stamp(cq.node) != version:
+                    stamp = quota.tree_stamp(cq.node)
+                    if stamp != version:
                         # Admissions since took quota: keep only candidates that still fit.
-                        version = quota.tree_stamp(cq.node)
+                        version = stamp
                         bounds = self._candidate_bounds(cq, ctx)
                         refilter = True
                     if refilter:
