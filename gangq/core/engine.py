@@ -59,7 +59,7 @@ from gangq.core.model import (
 )
 from gangq.core.nodes import NodeIndex, NodePool
 from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
-from gangq.core.queue import ClusterQueueState
+from gangq.core.queue import ClusterQueueState, merge_keys
 from gangq.core.quota import QuotaNode, QuotaTree
 from gangq.core.selectors import Toleration
 from gangq.core.statement import Statement
@@ -802,6 +802,8 @@ class Engine:
                 del self._waiting_reservation[other.name]
                 self._request_retry(other)
                 continue
+            if other.retry and not other.node_retry:
+                continue  # a full retry is due anyway
             onode = other.node
             nominal = onode.nominal
             if claims is None:
@@ -1225,7 +1227,8 @@ class Engine:
                 # ahead of it fails in this cycle and so becomes the protected head in its place
                 # (then the walk decides at each step, see _retry_keys).
                 keys = keys[: bisect.bisect_right(keys, head.order_key)]
-        return heapq.merge(iter(cq.active), self._retry_keys(cq, keys, ctx))
+        retried = self._retry_keys(cq, keys, ctx)
+        return merge_keys(iter(cq.active), retried) if cq.active else retried
 
     def _candidate_bounds(self, cq: ClusterQueueState, ctx: _Cycle) -> list[dict[str, int]]:
         """Upper bounds (resource → amount) of what one queued gang could take this cycle.
@@ -1583,20 +1586,27 @@ class Engine:
     def _options(self, cq: ClusterQueueState, wl: Workload) -> FlavorOptions:
         """The gang's flavor options in ``cq`` (cached on the gang until the specs change).
 
-        Gangs of one queue with equal pod sets share one FlavorOptions: a deep queue holds many
-        gangs of few shapes, and the options (with their usage per flavor-resource) are read on
-        every retry screen, so sharing keeps the engine's working set small.
+        Gangs with equal pod sets, in queues with the same flavors, share one FlavorOptions: a
+        deep queue holds many gangs of few shapes, and the options (with their usage per
+        flavor-resource) are read on every retry screen, so sharing keeps the engine's working
+        set small.
         """
         cached = wl.choices
         if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
-            shape = (cq.name, *(_pod_set_signature(ps) for ps in wl.spec.pod_sets))
+            signatures = tuple(_pod_set_signature(ps) for ps in wl.spec.pod_sets)
             shapes = self._shapes
-            options = shapes.get(shape)
+            # Keyed on the queue's flavor layout, not its name: queues with the same resource
+            # groups and flavors (a platform's per-team queues) share options too. Options
+            # that can never match name the ClusterQueue in their reason, so they do not.
+            options = shapes.get((cq.layout, signatures))
+            if options is None:
+                options = shapes.get((cq.name, signatures))
             if options is None:
                 if len(shapes) >= _MAX_SHAPES:
                     shapes.clear()  # caches: shapes of gangs long gone must not pile up
                     self._groups.clear()
-                options = shapes[shape] = flavor_options(cq.spec, self.flavors, wl.spec.pod_sets, self._groups)
+                options = flavor_options(cq.spec, self.flavors, wl.spec.pod_sets, self._groups)
+                shapes[(cq.name, signatures) if options.why else (cq.layout, signatures)] = options
             cached = (self._config_version, cq.name, options)
             wl.choices = cached
         return cached[2]

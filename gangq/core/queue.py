@@ -13,7 +13,6 @@ am I?" even with 100,000 pending workloads.
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterator
 
@@ -22,6 +21,28 @@ from sortedcontainers import SortedList
 from gangq.core.model import ClusterQueueSpec, FlavorResource
 from gangq.core.quota import QuotaNode
 from gangq.core.workload import OrderKey, Workload
+
+
+def merge_keys(first: Iterator[OrderKey], second: Iterator[OrderKey]) -> Iterator[OrderKey]:
+    """Two ascending streams of distinct queue keys as one, lazily: each stream's next key is
+    drawn only after the previous one was consumed, as :func:`heapq.merge` does (a retry's
+    stream decides its next key from the state that trying the last one left). Not
+    :func:`heapq.merge` itself, which is interpreted code on the scheduling cycle's hot path."""
+    a = next(first, None)
+    b = next(second, None)
+    while a is not None and b is not None:
+        if b < a:
+            yield b
+            b = next(second, None)
+        else:
+            yield a
+            a = next(first, None)
+    while a is not None:
+        yield a
+        a = next(first, None)
+    while b is not None:
+        yield b
+        b = next(second, None)
 
 
 class _DemandClass:
@@ -61,25 +82,38 @@ class _DemandClass:
         The resource that leaves the fewest gangs selects them from its sorted index; the others
         filter that selection exactly.
         """
-        if not self.by_resource:
+        by_resource = self.by_resource
+        # Each list's ends first: a resource whose smallest total exceeds its limit rules every
+        # gang out, and one whose largest total is within it rules none out (memory, with quota
+        # to spare): only the others are bisected and filtered. In a deep cluster these lists
+        # are cold, and every comparison of a bisect is a cache miss or two.
+        selective: list[tuple[int, int, list[tuple[int, OrderKey, tuple[int, ...]]]]] = []
+        for i, resource in enumerate(self.resources):
+            entries = by_resource[resource]
+            if not entries:
+                return []
+            limit = bound.get(resource, 0)
+            if entries[0][0] > limit:
+                return []
+            if entries[-1][0] > limit:
+                selective.append((i, limit, entries))
+        if not selective:
             return list(self.vectors)
         best_count = -1
-        best: list[tuple[int, OrderKey, tuple[int, ...]]] | None = None
-        limits = tuple(bound.get(r, 0) for r in self.resources)
-        for resource, limit in zip(self.resources, limits, strict=True):
-            entries = self.by_resource[resource]
+        best = selective[0][2]
+        for _, limit, entries in selective:
             count = bisect_left(entries, (limit + 1,))
-            if best is None or count < best_count:
+            if best_count < 0 or count < best_count:
                 best_count, best = count, entries
-                if count == 0:
-                    return []
-        assert best is not None
-        n = len(limits)
         out: list[OrderKey] = []
+        if len(selective) == 1:
+            for j in range(best_count):
+                out.append(best[j][1])
+            return out
         for j in range(best_count):
             _, key, vector = best[j]
-            for i in range(n):
-                if vector[i] > limits[i]:
+            for i, limit, _ in selective:
+                if vector[i] > limit:
                     break
             else:
                 out.append(key)
@@ -109,6 +143,7 @@ class ClusterQueueState:
         "held_retry",
         "inactive_reason",
         "inadmissible",
+        "layout",
         "least_cache",
         "least_each",
         "multi_pod_set",
@@ -141,6 +176,7 @@ class ClusterQueueState:
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None
         self.flavor_resources: tuple[FlavorResource, ...] = ()
+        self.layout: tuple[object, ...] = ()
         self.frs_by_resource: dict[str, tuple[FlavorResource, ...]] = {}
         # The starving gang that holds a reservation (see Engine._reservation), or None.
         self.protected_head: Workload | None = None
@@ -177,6 +213,11 @@ class ClusterQueueState:
         for fr in self.flavor_resources:
             by_resource.setdefault(fr[1], []).append(fr)
         self.frs_by_resource = {r: tuple(frs) for r, frs in by_resource.items()}
+        # What a gang's flavor options depend on, of this spec (see Engine._options).
+        self.layout = tuple(
+            (tuple(group.covered_resources), tuple(flavor.name for flavor in group.flavors))
+            for group in spec.resource_groups
+        )
 
     @property
     def strict(self) -> bool:
@@ -209,18 +250,21 @@ class ClusterQueueState:
         each of them, so the resource that leaves the fewest candidates selects and the others
         filter. A gang not in the list needs more of some resource than every bound allows.
         """
-        if len(bounds) == 1:
-            bound = bounds[0]
-            out: list[OrderKey] = []
+        out: list[OrderKey] = []
+        matched = 0  # bounds that matched some gang: a gang may fit several of them
+        for bound in bounds:
+            size = len(out)
             for demand in self.demand.values():
                 out.extend(demand.fitting(bound))
-        else:
-            seen: dict[OrderKey, None] = {}
-            for bound in bounds:
-                for demand in self.demand.values():
-                    seen.update(dict.fromkeys(demand.fitting(bound)))
-            out = list(seen)
+            if len(out) > size:
+                matched += 1
         out.sort()
+        if matched > 1:
+            unique = out[:1]
+            for key in out:
+                if key != unique[-1]:
+                    unique.append(key)
+            return unique
         return out
 
     def least_common_demand(self) -> list[tuple[str, int]]:
@@ -302,12 +346,12 @@ class ClusterQueueState:
     def cursor(self, include_inadmissible: bool) -> Iterator[OrderKey]:
         """Queued workloads to try this cycle, in queue order (snapshot: do not mutate while used)."""
         if include_inadmissible and self.inadmissible:
-            return heapq.merge(iter(self.active), iter(self.inadmissible))
+            return merge_keys(iter(self.active), iter(self.inadmissible))
         return iter(self.active)
 
     def ordered(self) -> Iterator[OrderKey]:
         """All pending workloads in queue order."""
-        return heapq.merge(iter(self.active), iter(self.inadmissible))
+        return merge_keys(iter(self.active), iter(self.inadmissible))
 
     def head(self) -> Workload | None:
         """The protected head if it is still queued here (see ``Engine._reservation_blocks``)."""

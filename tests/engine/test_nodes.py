@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangq.core import NodeSpec
-from gangq.core.nodes import NodeIndex, NodePool, NodeState
+from gangq.core.nodes import NodeIndex, NodePool, NodeState, SortedChunks
 
 GPU = "nvidia.com/gpu"
 
@@ -73,3 +73,44 @@ def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, in
                 requests[GPU] = c
             for pool in index.pools.values():
                 assert pool.best_fit(requests) is _reference(pool, requests)
+
+
+chunk_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, 30), st.integers(0, 5)),
+        st.tuples(st.just("remove"), st.integers(0, 200), st.just(0)),
+        st.tuples(st.just("count"), st.integers(-1, 31), st.integers(0, 5)),
+    ),
+    max_size=200,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunk_ops, st.integers(1, 4))
+def test_sorted_chunks_behave_as_one_sorted_list(steps: list[tuple[str, int, int]], load: int) -> None:
+    """The pools' chunked index against a plain sorted list: splits, emptied chunks, counts and
+    iteration from a probe across chunk boundaries (tiny loads, so that chunks split often)."""
+    chunks = SortedChunks(load)
+    plain: list[tuple[int, int, str]] = []
+    serial = 0
+    for kind, a, b in steps:
+        if kind == "add":
+            serial += 1
+            entry = (a, b, f"n{serial:04d}")
+            chunks.add(entry)
+            plain.append(entry)
+            plain.sort()
+        elif kind == "remove":
+            if plain:
+                entry = plain.pop(a % len(plain))
+                chunks.remove(entry)
+        else:
+            probe = (a, b)
+            tail = [e for e in plain if e >= probe]
+            assert chunks.count_from(probe) == len(tail)
+            assert list(chunks.iter_from(probe)) == tail
+        assert len(chunks) == len(plain)
+        assert all(0 < len(c) <= 2 * load for c in chunks.chunks)
+        assert chunks.maxes == [c[-1] for c in chunks.chunks]
+        assert chunks.sizes == [len(c) for c in chunks.chunks]
+    assert list(chunks) == plain

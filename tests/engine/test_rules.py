@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from gangq.core import (
     Admission,
+    ClusterQueueSpec,
     Engine,
     EngineConfig,
+    FlavorQuotas,
+    LabelSelector,
+    LocalQueueSpec,
     NodeSelectorRequirement,
     NodeSpec,
     PodInfo,
     PodSetSpec,
     PreemptionSpec,
+    ResourceGroup,
+    ResourceQuota,
     SpecError,
     WorkloadSpec,
 )
@@ -150,6 +156,35 @@ def test_flavor_order_and_fallback_to_the_next_flavor() -> None:
     decisions = e.schedule(1)
     flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
     assert flavors == {"ns/one": "a100", "ns/two": "h100"}
+
+
+def test_equal_gangs_in_queues_with_other_flavor_orders_get_their_own_queues_order() -> None:
+    """Gangs of equal shape share flavor options across queues with the same flavor layout;
+    a queue that lists the same flavors in another order, or cannot match them, must not."""
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_nodes(e, "h100", 2)
+    add_queue(e, "ah", [quota("a100", 64, 8), quota("h100", 64, 8)])
+    add_queue(e, "ah2", [quota("a100", 64, 8), quota("h100", 64, 8)])
+    add_queue(e, "ha", [quota("h100", 64, 8), quota("a100", 64, 8)])
+    for name in ("cpu-only", "cpu-only-2"):
+        e.upsert_cluster_queue(
+            ClusterQueueSpec(
+                name,
+                [ResourceGroup(["cpu"], [FlavorQuotas("a100", [ResourceQuota("cpu", 64_000)])])],
+                namespace_selector=LabelSelector(),
+            )
+        )
+        e.upsert_local_queue(LocalQueueSpec("ns", name, name))
+    for i, queue in enumerate(["ah", "ah2", "ha", "cpu-only", "cpu-only-2"]):
+        e.submit(gang(f"g-{queue}", queue, 1, 1, t=i), 0)
+    decisions = e.schedule(1)
+    flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
+    assert flavors == {"ns/g-ah": "a100", "ns/g-ah2": "a100", "ns/g-ha": "h100"}
+    for name in ("cpu-only", "cpu-only-2"):
+        view = e.workload(f"ns/g-{name}")
+        assert view is not None and view.reason == "NeverFits"
+        assert f"ClusterQueue {name!r} has no quota for nvidia.com/gpu" in view.message
 
 
 def test_missing_flavor_makes_the_queue_inactive_until_it_exists() -> None:
