@@ -13,7 +13,7 @@ am I?" even with 100,000 pending workloads.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
@@ -45,6 +45,56 @@ def merge_keys(first: Iterator[OrderKey], second: Iterator[OrderKey]) -> Iterato
         b = next(second, None)
 
 
+_SHARED_TOTALS: dict[int, int] = {}
+
+
+def _shared(value: int) -> int:
+    """One int object per distinct total: the demand lists of a deep cluster compare totals on
+    every bisect, and a few hundred shared objects stay in cache where one object per gang and
+    resource did not (bounded: the table starts over once it holds 65,536 values)."""
+    shared = _SHARED_TOTALS.get(value)
+    if shared is None:
+        if len(_SHARED_TOTALS) >= 65_536:
+            _SHARED_TOTALS.clear()
+        shared = _SHARED_TOTALS[value] = value
+    return shared
+
+
+class _TotalsIndex:
+    """One resource's index in a demand class: parallel lists sorted by (total, gang key).
+
+    Parallel plain lists rather than one list of (total, key, totals) tuples: a bisect compares
+    bare totals, so it reads the list and a few shared int objects (:func:`_shared`) instead of
+    a tuple and an int per step, each a cache miss in a deep cluster.
+    """
+
+    __slots__ = ("keys", "totals", "vectors")
+
+    def __init__(self) -> None:
+        self.totals: list[int] = []
+        self.keys: list[OrderKey] = []
+        # Each gang's totals of every resource of the class, in the class's order (the filter).
+        self.vectors: list[tuple[int, ...]] = []
+
+    def _position(self, total: int, key: OrderKey) -> int:
+        totals = self.totals
+        lo = bisect_left(totals, total)
+        hi = bisect_right(totals, total, lo)
+        return bisect_left(self.keys, key, lo, hi)
+
+    def add(self, total: int, key: OrderKey, vector: tuple[int, ...]) -> None:
+        i = self._position(total, key)
+        self.totals.insert(i, total)
+        self.keys.insert(i, key)
+        self.vectors.insert(i, vector)
+
+    def remove(self, total: int, key: OrderKey) -> None:
+        i = self._position(total, key)
+        del self.totals[i]
+        del self.keys[i]
+        del self.vectors[i]
+
+
 class _DemandClass:
     """Queued gangs that request the same set of resources, sorted by their total of each.
 
@@ -54,27 +104,25 @@ class _DemandClass:
     single ClusterQueue holds tens of thousands of gangs requesting the same resources.
     """
 
-    __slots__ = ("by_resource", "resources", "vectors")
+    __slots__ = ("indexes", "resources", "vectors")
 
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
-        # Per resource: (a gang's total of it, its key, its totals of every resource in
-        # ``resources`` order, for the exact filter), sorted.
-        self.by_resource: dict[str, list[tuple[int, OrderKey, tuple[int, ...]]]] = {r: [] for r in resources}
+        self.indexes = [_TotalsIndex() for _ in resources]  # in ``resources`` order
         self.vectors: dict[OrderKey, tuple[int, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.vectors)
 
     def add(self, key: OrderKey, totals: dict[str, int]) -> None:
-        vector = self.vectors[key] = tuple(totals[r] for r in self.resources)
-        for resource, entries in self.by_resource.items():
-            insort(entries, (totals[resource], key, vector))
+        vector = self.vectors[key] = tuple(_shared(totals[r]) for r in self.resources)
+        for i, index in enumerate(self.indexes):
+            index.add(vector[i], key, vector)
 
     def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
-        del self.vectors[key]
-        for resource, entries in self.by_resource.items():
-            del entries[bisect_left(entries, (totals[resource], key))]
+        vector = self.vectors.pop(key)
+        for i, index in enumerate(self.indexes):
+            index.remove(vector[i], key)
 
     def fitting(self, bound: dict[str, int]) -> list[OrderKey]:
         """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
@@ -82,47 +130,51 @@ class _DemandClass:
         The resource that leaves the fewest gangs selects them from its sorted index; the others
         filter that selection exactly.
         """
-        by_resource = self.by_resource
         # Each list's ends first: a resource whose smallest total exceeds its limit rules every
         # gang out, and one whose largest total is within it rules none out (memory, with quota
         # to spare): only the others are bisected and filtered. In a deep cluster these lists
-        # are cold, and every comparison of a bisect is a cache miss or two.
-        selective: list[tuple[int, int, list[tuple[int, OrderKey, tuple[int, ...]]]]] = []
-        for i, resource in enumerate(self.resources):
-            entries = by_resource[resource]
-            if not entries:
+        # are cold, and every comparison of a bisect is a cache miss.
+        selective: list[tuple[int, int, list[int]]] = []
+        resources = self.resources
+        indexes = self.indexes
+        for i in range(len(resources)):
+            totals = indexes[i].totals
+            if not totals:
                 return []
-            limit = bound.get(resource, 0)
-            if entries[0][0] > limit:
+            limit = bound.get(resources[i], 0)
+            if totals[0] > limit:
                 return []
-            if entries[-1][0] > limit:
-                selective.append((i, limit, entries))
+            if totals[-1] > limit:
+                selective.append((i, limit, totals))
         if not selective:
             return list(self.vectors)
         best_count = -1
-        best = selective[0][2]
-        for _, limit, entries in selective:
-            count = bisect_left(entries, (limit + 1,))
+        best = 0
+        for i, limit, totals in selective:
+            count = bisect_right(totals, limit)
             if best_count < 0 or count < best_count:
-                best_count, best = count, entries
-        out: list[OrderKey] = []
+                best_count, best = count, i
+        keys = indexes[best].keys
         if len(selective) == 1:
-            for j in range(best_count):
-                out.append(best[j][1])
-            return out
+            return keys[:best_count]
+        vectors = indexes[best].vectors
+        out: list[OrderKey] = []
         for j in range(best_count):
-            _, key, vector = best[j]
+            vector = vectors[j]
             for i, limit, _ in selective:
                 if vector[i] > limit:
                     break
             else:
-                out.append(key)
+                out.append(keys[j])
         return out
 
     def min_total(self, resource: str) -> int | None:
         """The smallest total of ``resource`` among these gangs (None: they do not request it)."""
-        entries = self.by_resource.get(resource)
-        return entries[0][0] if entries else None
+        for i, r in enumerate(self.resources):
+            if r == resource:
+                totals = self.indexes[i].totals
+                return totals[0] if totals else None
+        return None
 
 
 class ClusterQueueState:

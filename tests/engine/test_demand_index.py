@@ -17,7 +17,10 @@ RESOURCES = ("cpu", "memory", GPU)
 # A gang: which resources its single pod requests (a bit mask over RESOURCES), pods, and a
 # per-pod amount of each (small ranges, so that equal totals and bounds right at a total are
 # common; independent, so that the resource that selects is not always the one that filters).
-gangs = st.tuples(st.integers(0, 7), st.integers(1, 4), st.lists(st.integers(1, 3), min_size=3, max_size=3))
+# Few resource sets, most of them common, so that a class often holds several gangs.
+gangs = st.tuples(
+    st.sampled_from([1, 1, 3, 3, 7, 7, 0, 6]), st.integers(1, 4), st.lists(st.integers(1, 3), min_size=3, max_size=3)
+)
 bounds = st.lists(st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 14), max_size=3), min_size=0, max_size=3)
 steps = st.lists(
     st.one_of(
@@ -39,7 +42,7 @@ def _reference(queued: dict[str, Workload], limits: list[dict[str, int]]) -> lis
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps)
 def test_candidates_match_the_brute_force_reading(
     script: list[tuple[str, object, bool]],
@@ -66,6 +69,10 @@ def test_candidates_match_the_brute_force_reading(
         else:
             limits: list[dict[str, int]] = arg  # type: ignore[assignment]
             assert cq.candidates(limits) == _reference(queued, limits)
+    for resource in RESOURCES:  # each resource's own list selects, at every threshold
+        for limit in range(13):
+            only = [{**{r: 1 << 40 for r in RESOURCES}, resource: limit}]
+            assert cq.candidates(only) == _reference(queued, only)
     everything = [{r: 1 << 40 for r in RESOURCES}]
     assert cq.candidates(everything) == sorted(wl.order_key for wl in queued.values())
     assert cq.candidates([{}]) == _reference(queued, [{}])
