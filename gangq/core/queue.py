@@ -192,12 +192,10 @@ class ClusterQueueState:
         "flavor_resources",
         "fresh",
         "frs_by_resource",
-        "held_retry",
         "inactive_reason",
         "inadmissible",
         "layout",
         "least_cache",
-        "least_each",
         "multi_pod_set",
         "name",
         "node",
@@ -222,8 +220,6 @@ class ClusterQueueState:
         self.node_retry = False
         # Gangs whose last try failed the node check (some may have left since).
         self.node_blocked: dict[str, Workload] = {}
-        # The cycle whose retry a holding head made unnecessary (see Engine._retry_others).
-        self.held_retry = -1
         self.parked = False
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None
@@ -242,8 +238,6 @@ class ClusterQueueState:
         self.demand: dict[tuple[str, ...], _DemandClass] = {}
         self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
-        # The smallest total of each resource among the gangs that request it (see may_want).
-        self.least_each: tuple[int, dict[str, int]] = (-1, {})
         # The resource that last showed that no queued gang could fit (checked first next time).
         self.screen_first = ""
         # (protected head, quota usage version) -> the flavor-resources it claims back.
@@ -339,22 +333,6 @@ class ClusterQueueState:
                     out.append((resource, least))
         self.least_cache = (self.demand_version, out)
         return out
-
-    def may_want(self, resource: str, amount: int) -> bool:
-        """Could a queued gang that requests ``resource`` need no more of it than ``amount``?
-        (The least totals are cached until a gang joins or leaves the queue: a release asks
-        this of every other queue of its cohort tree.)"""
-        version, least = self.least_each
-        if version != self.demand_version:
-            least = {}
-            for demand in self.demand.values():
-                for r in demand.resources:
-                    total = demand.min_total(r)
-                    if total is not None and (r not in least or total < least[r]):
-                        least[r] = total
-            self.least_each = (self.demand_version, least)
-        smallest = least.get(resource)
-        return smallest is not None and smallest <= amount
 
     def push(self, wl: Workload) -> None:
         self._index(wl, True)
