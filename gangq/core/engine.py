@@ -753,16 +753,16 @@ class Engine:
             self._request_retry(other)
 
     def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int], now: float) -> None:
-        """Quota came free in ``cq``: retry ``cq`` and the queues of its tree that can use some of it."""
+        """Quota came free in ``cq``: retry ``cq`` and the other queues of its tree."""
         self._request_retry(cq)
-        self._retry_others(cq, released, now)
+        self._retry_others(cq)
 
     def _claims_ended(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
         """``cq`` no longer claims ``frs`` back for a waiting gang (:meth:`_add_claims`): the other
         queues of its tree may borrow them again. Without this, a gang blocked only by the claim
         ("cannot borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated
         release to be retried."""
-        self._retry_others(cq, frs, now)
+        self._retry_others(cq)
 
     @staticmethod
     def _claimed_frs(cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
@@ -782,8 +782,8 @@ class Engine:
             cq.claims_cache = (head, node.usage_version, frs)
         return frs
 
-    def _retry_others(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
-        """More of ``frs`` may be available to the other queues of ``cq``'s tree: retry them.
+    def _retry_others(self, cq: ClusterQueueState) -> None:
+        """More quota may be available to the other queues of ``cq``'s tree: retry them.
 
         All of them, without first asking whether one of their gangs could use it. That question
         is the one a retry asks first anyway (:meth:`_candidate_bounds`), at the queue's turn in
