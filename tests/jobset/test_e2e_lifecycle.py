@@ -51,6 +51,11 @@ def test_jobsets_complete_fail_and_restart(jobset_cluster: Cluster) -> None:
     js = cl.jobset("flaky")
     assert js is not None and js["status"]["restarts"] == 1 and js["status"]["restartsCountTowardsMax"] == 1
     assert {j["metadata"]["labels"][c.RESTARTS_KEY] for j in cl.jobs("flaky").values()} == {"1"}
+    # The controller posts a sync's Events after its status write, so the Failed condition can be
+    # seen before the Event that goes with it exists: wait for it (wait_condition waits likewise).
+    wait_for(
+        lambda: "ReachedMaxRestarts" in [e["reason"] for e in cl.events("flaky")], 5, "the ReachedMaxRestarts Event"
+    )
     reasons = [e["reason"] for e in cl.events("flaky")]
     assert "RestartJobSetFailurePolicyAction" in reasons and "ReachedMaxRestarts" in reasons
 
@@ -59,6 +64,7 @@ def test_jobsets_complete_fail_and_restart(jobset_cluster: Cluster) -> None:
     assert failed["reason"] == "FailedJobs"
     assert failed["message"].endswith("(first failed job: doomed-bad-0)")
     wait_for(lambda: list(cl.jobs("doomed")) == ["doomed-bad-0"], 10, "the active Job of 'doomed' deleted")
+    wait_for(lambda: "FailedJobs" in [e["reason"] for e in cl.events("doomed")], 5, "the FailedJobs Event")
     assert [e["reason"] for e in cl.events("doomed")].count("FailedJobs") == 1
 
     # generateName: children and Service named after the name the API server chose
