@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from sortedcontainers import SortedList
 
@@ -757,13 +757,6 @@ class Engine:
         self._request_retry(cq)
         self._retry_others(cq)
 
-    def _claims_ended(self, cq: ClusterQueueState, frs: Iterable[FlavorResource], now: float) -> None:
-        """``cq`` no longer claims ``frs`` back for a waiting gang (:meth:`_add_claims`): the other
-        queues of its tree may borrow them again. Without this, a gang blocked only by the claim
-        ("cannot borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated
-        release to be retried."""
-        self._retry_others(cq)
-
     @staticmethod
     def _claimed_frs(cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
         """The flavor-resources ``cq`` claims back for its waiting gang ``head``: those it needs
@@ -783,9 +776,12 @@ class Engine:
         return frs
 
     def _retry_others(self, cq: ClusterQueueState) -> None:
-        """More quota may be available to the other queues of ``cq``'s tree: retry them.
+        """More quota may be available to the other queues of ``cq``'s tree: retry them. Called
+        when ``cq`` releases quota, and when it stops claiming lent quota back for a waiting gang
+        (:meth:`_add_claims`); without the latter, a gang blocked only by the claim ("cannot
+        borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated release.
 
-        All of them, without first asking whether one of their gangs could use it. That question
+        All of them, without first asking whether one of their gangs could use it: that question
         is the one a retry asks first anyway (:meth:`_candidate_bounds`), at the queue's turn in
         the cycle, with the cycle's claims already worked out; asked here as well, at every
         release, for every queue of the cohort, it cost more than the retries it saved (100,000
@@ -1399,11 +1395,9 @@ class Engine:
             claims = ctx.claims.get(cq.node.root())
             if claims is not None:
                 self._add_claims(claims, cq, wl)
-            if head is not None:
-                # The head it replaces may claim quota back that it does not.
-                ended = set(self._claimed_frs(cq, head)).difference(self._claimed_frs(cq, wl))
-                if ended:
-                    self._claims_ended(cq, ended, ctx.now)
+            # The head it replaces may claim quota back that it does not.
+            if head is not None and not set(self._claimed_frs(cq, head)).issubset(self._claimed_frs(cq, wl)):
+                self._retry_others(cq)
 
     # ------------------------------------------------------------------------------------------
     # Trying one workload
@@ -1641,7 +1635,7 @@ class Engine:
         if was_head:
             # Its claims on lent quota and its reservation end: others may borrow or pass now.
             self._request_retry(cq)
-            self._claims_ended(cq, [fr for fr in cq.node.nominal if wl.totals.get(fr[1])], now)
+            self._retry_others(cq)
         else:
             head = cq.head()
             if head is not None:
@@ -1649,16 +1643,14 @@ class Engine:
                 # that claim ends (see _add_claims), and the queues it kept from borrowing retry.
                 node = cq.node
                 usage, nominal = node.usage, node.nominal
-                ended = [
-                    fr
-                    for fr, amount in a.usage.items()
-                    if amount > 0
+                if any(
+                    amount > 0
                     and fr in nominal
                     and (need := head.totals.get(fr[1], 0))
                     and usage.get(fr, 0) - amount + need <= nominal[fr] < usage.get(fr, 0) + need
-                ]
-                if ended:
-                    self._claims_ended(cq, ended, now)
+                    for fr, amount in a.usage.items()
+                ):
+                    self._retry_others(cq)
         self._reservations.pop(wl.key, None)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit

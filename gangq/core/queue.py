@@ -119,7 +119,7 @@ class _DemandClass:
         for i, index in enumerate(self.indexes):
             index.add(vector[i], key, vector)
 
-    def remove(self, key: OrderKey, totals: dict[str, int]) -> None:
+    def remove(self, key: OrderKey) -> None:
         vector = self.vectors.pop(key)
         for i, index in enumerate(self.indexes):
             index.remove(vector[i], key)
@@ -285,7 +285,7 @@ class ClusterQueueState:
         if add:
             demand.add(wl.order_key, totals)
         else:
-            demand.remove(wl.order_key, totals)
+            demand.remove(wl.order_key)
             if not demand:
                 del self.demand[signature]
 

@@ -274,11 +274,6 @@ class UnfilteredEngine(Engine):
     def _retry_after_release(self, cq, released, now):  # type: ignore[no-untyped-def]
         self._retry_tree(cq)
 
-    def _claims_ended(self, cq, frs, now):  # type: ignore[no-untyped-def]
-        for other in self._tree_queues(cq):
-            if other is not cq:
-                self._request_retry(other)
-
     def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
         return cq.cursor(include_inadmissible=retry)
 
