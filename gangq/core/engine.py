@@ -56,6 +56,7 @@ from gangq.core.model import (
     PodInfo,
     PodSetSpec,
     WorkloadSpec,
+    flavor_resource,
 )
 from gangq.core.nodes import NodeIndex, NodePool
 from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
@@ -592,7 +593,7 @@ class Engine:
                 if amount <= 0 or ps.count == 0:
                     continue
                 flavor = mapping.get(resource)
-                fr = (flavor or "", resource)
+                fr = flavor_resource(flavor or "", resource)
                 if flavor is None or fr not in cq.node.nominal:
                     return None, (
                         f"pod set {ps.name!r}: ClusterQueue {cluster_queue!r} has no quota for {resource} in "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from gangq.core.model import ClusterQueueSpec, FlavorResource, FlavorSpec, PodSetSpec
+from gangq.core.model import ClusterQueueSpec, FlavorResource, FlavorSpec, PodSetSpec, flavor_resource
 from gangq.core.nodes import flavor_fits_pod_set
 from gangq.core.quota import QuotaNode, QuotaTree
 from gangq.core.units import format_amount
@@ -230,7 +230,7 @@ def flavor_options(
             count = ps.count
             mapping = choice.flavors
             for resource, amount in ps.requests.items():
-                fr = (mapping[resource], resource)
+                fr = flavor_resource(mapping[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount * count
         usages.append(usage)
     return FlavorOptions(combos, usages, "")

@@ -30,6 +30,21 @@ like OrderKey (gangq.core.workload): mypyc keeps a fixed-shape tuple unboxed in 
 a new tuple object for every dict lookup it is then used in, and quota arithmetic is made of such
 lookups."""
 
+_FLAVOR_RESOURCES: dict[FlavorResource, FlavorResource] = {}
+
+
+def flavor_resource(flavor: str, resource: str) -> FlavorResource:
+    """The one shared tuple for ``(flavor, resource)``.
+
+    Quota dicts (a ClusterQueue's, its cohorts', a gang's flavor options) are keyed by these
+    tuples and looked up by each other's keys all the time; when every key is the same object, a
+    lookup that finds its entry stops at the identity check instead of comparing both strings
+    (measured: tuple comparison was 2-3 % of the engine's CPU at 10,000 pending gangs). Grows
+    with the (flavor, resource) pairs ever configured or requested, which are few.
+    """
+    fr = (flavor, resource)
+    return _FLAVOR_RESOURCES.setdefault(fr, fr)
+
 
 class ResourceQuota:
     """Quota of one resource in one flavor of a ClusterQueue or Cohort.

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from sortedcontainers import SortedList
 
-from gangq.core.model import ClusterQueueSpec, FlavorResource
+from gangq.core.model import ClusterQueueSpec, FlavorResource, flavor_resource
 from gangq.core.quota import QuotaNode
 from gangq.core.workload import OrderKey, Workload
 
@@ -250,7 +250,7 @@ class ClusterQueueState:
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
         self.flavor_resources = tuple(
-            (flavor.name, quota.name)
+            flavor_resource(flavor.name, quota.name)
             for group in spec.resource_groups
             for flavor in group.flavors
             for quota in flavor.resources

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gangq.core.errors import SpecError
-from gangq.core.model import FlavorResource, ResourceGroup
+from gangq.core.model import FlavorResource, ResourceGroup, flavor_resource
 
 INFINITE = 1 << 62
 
@@ -81,7 +81,7 @@ class QuotaNode:
         for group in groups:
             for flavor in group.flavors:
                 for quota in flavor.resources:
-                    fr = (flavor.name, quota.name)
+                    fr = flavor_resource(flavor.name, quota.name)
                     self.nominal[fr] = quota.nominal
                     if quota.borrowing_limit is not None:
                         self.borrowing_limit[fr] = quota.borrowing_limit
