@@ -523,7 +523,7 @@ class Engine:
         if wl.state == "Pending":
             self._unqueue(wl)
         else:
-            self._release(wl, now)
+            self._release(wl)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
             self._forget_pods(wl)
         wl.state = "Finished"
@@ -537,7 +537,7 @@ class Engine:
         wl = self.workloads.get(key)
         if wl is None or wl.state != "Evicting":
             return
-        self._release(wl, now)
+        self._release(wl)
         self._forget_pods(wl)
         wl.state = "Pending"
         wl.admission = None
@@ -720,7 +720,7 @@ class Engine:
         for fr, amount in usage.items():
             self.quota.add_usage(cq.node, fr, amount)
 
-    def _release(self, wl: Workload, now: float) -> None:
+    def _release(self, wl: Workload) -> None:
         """Give back a gang's quota and planned node capacity (bound pods are released by the
         shell's pod deletions)."""
         cq = wl.cq
@@ -743,7 +743,7 @@ class Engine:
             wl.end_time = None
         wl.cq = None
         self._version += 1
-        self._retry_after_release(cq, released, now)
+        self._retry_after_release(cq)
         self._capacity_freed_nodes()
         if cq.deleted and not cq.admitted:
             self._forget_cluster_queue(cq)
@@ -753,7 +753,7 @@ class Engine:
         for other in self._tree_queues(cq):
             self._request_retry(other)
 
-    def _retry_after_release(self, cq: ClusterQueueState, released: Mapping[FlavorResource, int], now: float) -> None:
+    def _retry_after_release(self, cq: ClusterQueueState) -> None:
         """Quota came free in ``cq``: retry ``cq`` and the other queues of its tree."""
         self._request_retry(cq)
         self._retry_others(cq)

@@ -271,7 +271,7 @@ class UnfilteredEngine(Engine):
     def _fails_again(self, cq, wl, ctx):  # type: ignore[no-untyped-def]
         return False
 
-    def _retry_after_release(self, cq, released, now):  # type: ignore[no-untyped-def]
+    def _retry_after_release(self, cq):  # type: ignore[no-untyped-def]
         self._retry_tree(cq)
 
     def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
