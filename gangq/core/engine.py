@@ -2051,9 +2051,11 @@ class Engine:
                     self._reservation_depth -= 1
             with Statement(self.quota, self.nodes):
                 released = self._release_victims(head, "")
+                # The claim first: it is the cheaper test, and a gang that borrows what a lender
+                # claims back often fits otherwise (a what-if placement of it for nothing).
                 if any(
-                    self._fits_with(cq, head, a, nodes_checked)
-                    and not self._claimed_from(cq, a)
+                    not self._claimed_from(cq, a)
+                    and self._fits_with(cq, head, a, nodes_checked)
                     and not self._held_back(cq, head, a, scope, nodes_checked, now)
                     for a, scope in zip(cands.assignments, scopes, strict=True)
                 ):

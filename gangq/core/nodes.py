@@ -298,9 +298,26 @@ class NodePool:
             pending.clear()
         return entries
 
-    def _at_least(self, i: int, amount: int) -> int:
+    def _overlay(self) -> list[tuple[NodeState, tuple[Any, ...]]]:
+        """The stale nodes whose key did change, each with its current key; forgets the others
+        (a what-if that was undone left them where they are indexed)."""
+        stale = self.stale
+        moved: list[tuple[NodeState, tuple[Any, ...]]] = []
+        reverted: list[str] = []
+        for name, node in stale.items():
+            key = self.node_key(node)
+            if key == node.key:
+                reverted.append(name)
+            else:
+                moved.append((node, key))
+        for name in reverted:
+            del stale[name]
+        return moved
+
+    def _at_least(self, i: int, amount: int, moved: list[tuple[NodeState, tuple[Any, ...]]]) -> int:
         """A lower bound of how many schedulable nodes have ``amount`` or more of key resource
-        ``i`` free (1-based): those in buckets that hold only values of at least ``amount``."""
+        ``i`` free (1-based): those in buckets that hold only values of at least ``amount``
+        (``moved``: stale nodes, counted at their current key, see :meth:`best_fit`)."""
         hist = self.hist[i - 1]
         if amount <= 0:
             first = 0  # none, or more
@@ -308,7 +325,16 @@ class NodePool:
             first = amount.bit_length()
             if (1 << (first - 1)) < amount:
                 first += 1  # amount's own bucket also holds smaller values
-        return sum(count for bucket, count in hist.items() if bucket >= first)
+        count = 0
+        for bucket, n in hist.items():
+            if bucket >= first:
+                count += n
+        for node, key in moved:
+            if _bucket(key[i]) >= first:
+                count += 1
+            if _bucket(node.key[i]) >= first:
+                count -= 1
+        return count
 
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
         """A node that fits ``requests`` with the least free capacity of the scarcest resource.
@@ -316,35 +342,76 @@ class NodePool:
         The key resource with the fewest nodes that have enough of it selects the nodes to scan:
         when it is the first key resource, in key order (least free first, by each key resource
         in turn), otherwise in order of that resource's free capacity. None if no node fits.
+
+        A few stale nodes (at most ``_OVERLAY_MAX``) are not re-sorted first: they are counted
+        and looked at by their current key, beside the index, which skips their old entries.
+        Placing a gang charges one node after another, and each search re-sorted the node the
+        last pod went to; a failed placement or a what-if is then undone, and the nodes went
+        back. In a cluster of 5,000 nodes those moves were a tenth of the cost per admission, most
+        of them undone before the index settled; an undone node is now simply forgotten.
         """
-        if self.stale:
-            self._refresh()
+        stale = self.stale
+        moved: list[tuple[NodeState, tuple[Any, ...]]] = []
+        if stale:
+            if len(stale) > _OVERLAY_MAX:
+                self._refresh()
+            else:
+                moved = self._overlay()
         key_resources = self.key_resources
         index = self.index
-        first_probe = (requests.get(key_resources[0], 0),)
+        amount = requests.get(key_resources[0], 0)
+        first_probe = (amount,)
         best_i = 0
         best_count = index.count_from(first_probe)
+        for node, key in moved:
+            if key[0] >= amount:
+                best_count += 1
+            if node.key[0] >= amount:
+                best_count -= 1
         if best_count == 0:
             return None
         first_count = best_count
         best_probe: tuple[int, ...] = first_probe
+        best_amount = amount
         for i in range(1, len(key_resources)):
             amount = requests.get(key_resources[i], 0)
-            if self._at_least(i, amount) >= first_count:
+            if self._at_least(i, amount, moved) >= first_count:
                 continue  # as many nodes have enough of it as of the first: it cannot select
             probe = (amount,)
             count = self._flush(i).count_from(probe)
+            for node, key in moved:
+                if key[i] >= amount:
+                    count += 1
+                if node.key[i] >= amount:
+                    count -= 1
             if count == 0:
                 return None
             if count < best_count:
-                best_i, best_count, best_probe = i, count, probe
+                best_i, best_count, best_probe, best_amount = i, count, probe, amount
+        # The best of the moved nodes, by its current entry in the list to scan.
+        found: NodeState | None = None
+        found_entry: tuple[Any, ...] = ()
+        for node, key in moved:
+            if key[best_i] < best_amount or not node.fits(requests):
+                continue
+            entry = key if best_i == 0 else (key[best_i], node.name)
+            if found is None or entry < found_entry:
+                found, found_entry = node, entry
         nodes = self.nodes
         entries = index if best_i == 0 else self.by_resource[best_i - 1]
         for entry in entries.iter_from(best_probe):
-            node = nodes[entry[-1]]
+            if found is not None and found_entry < entry:
+                break
+            name = entry[-1]
+            if name in stale:
+                continue  # indexed at its old key: looked at above
+            node = nodes[name]
             if node.fits(requests):
                 return node
-        return None
+        return found
+
+
+_OVERLAY_MAX = 8  # stale nodes that best_fit looks at beside the index (more: re-sort them first)
 
 
 def _bucket(value: int) -> int:
@@ -584,10 +651,17 @@ class NodeIndex:
                 if known is not None and any(_dominates(requests, bad) for bad in known):
                     break
                 best: NodeState | None = None
+                best_key: tuple[Any, ...] = ()
                 for pool in pools:
                     node = pool.best_fit(requests)
-                    if node is not None and (best is None or node.key < best.key):
+                    if node is None:
+                        continue
+                    if len(pools) == 1:
                         best = node
+                        break
+                    key = pool.node_key(node)  # its current key (it may be stale in the index)
+                    if best is None or key < best_key:
+                        best, best_key = node, key
                 if best is None:
                     # Only a pod that failed before this attempt charged anything proves that no
                     # node can take it for the rest of the cycle (capacity only shrinks there).

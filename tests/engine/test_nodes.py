@@ -30,10 +30,11 @@ def _reference(pool: NodePool, requests: dict[str, int]) -> NodeState | None:
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("alloc"), st.integers(0, 11), st.integers(0, 3), st.integers(-3, 3)),
+        st.tuples(st.just("alloc"), st.integers(0, 23), st.integers(0, 3), st.integers(-3, 3)),
         st.tuples(st.just("query"), st.integers(0, 9), st.integers(0, 64), st.integers(0, 3)),
-        st.tuples(st.just("remove"), st.integers(0, 11), st.just(0), st.just(0)),
-        st.tuples(st.just("readd"), st.integers(0, 11), st.just(0), st.just(0)),
+        st.tuples(st.just("remove"), st.integers(0, 23), st.just(0), st.just(0)),
+        st.tuples(st.just("readd"), st.integers(0, 23), st.just(0), st.just(0)),
+        st.tuples(st.just("burst"), st.integers(0, 23), st.integers(0, 3), st.integers(-1, 1)),
     ),
     max_size=120,
 )
@@ -42,16 +43,17 @@ ops = st.lists(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, int, int]]) -> None:
-    """The lazily refreshed secondary lists and the histogram that decides when they are needed
-    must never change which node is chosen."""
+    """The lazily refreshed secondary lists, the histogram that decides when they are needed, and
+    the stale nodes looked at beside the index must never change which node is chosen ("burst"
+    changes many nodes of a pool at once, more than best_fit looks at without re-sorting)."""
     index = NodeIndex()
     specs = {}
-    for i in range(12):
+    for i in range(24):
         alloc = {"cpu": 16_000 * (1 + i % 3), "memory": (20 + 7 * i) << 30}
         if i % 2:
             alloc[GPU] = 4
-        specs[f"n{i}"] = NodeSpec(f"n{i}", alloc, {"pool": "gpu" if i % 2 else "cpu"})
-        index.upsert(specs[f"n{i}"])
+        specs[f"n{i:02d}"] = NodeSpec(f"n{i:02d}", alloc, {"pool": "gpu" if i % 2 else "cpu"})
+        index.upsert(specs[f"n{i:02d}"])
     pod_shapes = [
         {"cpu": 1000, "memory": 3 << 30},
         {"cpu": 4000, "memory": 5 << 30},
@@ -59,10 +61,13 @@ def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, in
         {"memory": 17 << 30},
     ]
     for kind, a, b, c in steps:
-        name = f"n{a % 12}"
+        name = f"n{a:02d}"
         node = index.nodes.get(name)
         if kind == "alloc" and node is not None:
             index.allocate(node, pod_shapes[b], c)
+        elif kind == "burst":
+            for other in list(index.nodes.values())[a:]:
+                index.allocate(other, pod_shapes[b], c)
         elif kind == "remove":
             index.remove(name)
         elif kind == "readd" and node is None:
@@ -114,3 +119,22 @@ def test_sorted_chunks_behave_as_one_sorted_list(steps: list[tuple[str, int, int
         assert chunks.maxes == [c[-1] for c in chunks.chunks]
         assert chunks.sizes == [len(c) for c in chunks.chunks]
     assert list(chunks) == plain
+
+
+def test_a_stale_node_is_looked_at_where_its_capacity_now_puts_it() -> None:
+    """best_fit does not re-sort a few changed nodes first: a node whose capacity rose since it
+    was indexed must not be chosen at its old place ahead of a tighter node that fits, and one
+    whose capacity fell must not be skipped where it now comes first."""
+    index = NodeIndex()
+    for name, cpu in (("a", 15_000), ("b", 18_000), ("c", 30_000)):
+        index.upsert(NodeSpec(name, {"cpu": cpu, "memory": 64 << 30}, {"pool": "cpu"}))
+    (pool,) = index.pools.values()
+    assert pool.best_fit({"cpu": 12_000}) is index.nodes["a"]
+    index.allocate(index.nodes["a"], {"cpu": 1_000}, -5)  # a: 20 cpus free, indexed at 15
+    assert pool.stale and pool.best_fit({"cpu": 12_000}) is index.nodes["b"]
+    index.allocate(index.nodes["c"], {"cpu": 1_000}, 17)  # c: 13 cpus free, indexed at 30
+    assert pool.best_fit({"cpu": 12_000}) is index.nodes["c"]
+    assert pool.best_fit({"cpu": 19_000}) is index.nodes["a"]
+    index.allocate(index.nodes["a"], {"cpu": 1_000}, 5)  # back where it is indexed
+    assert pool.best_fit({"cpu": 19_000}) is None
+    assert pool.best_fit({"cpu": 14_000}) is index.nodes["a"]
