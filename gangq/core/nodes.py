@@ -452,6 +452,7 @@ class NodeIndex:
         "_empty_version",
         "_next_pool_id",
         "_pool_by_signature",
+        "epoch",
         "freed",
         "freed_base",
         "log",
@@ -472,6 +473,9 @@ class NodeIndex:
         self._empty_version = -1
         self.version = 0  # bumped when the set of pools changes (invalidates candidate caches)
         self.spec_version = 0  # bumped when any node is added, replaced or removed
+        # Bumped whenever free capacity changes for real: outside a statement, or by a statement
+        # that keeps its changes (Statement). Same epoch and no open what-if change: same state.
+        self.epoch = 0
         # Nodes whose free capacity rose (pods released, node added), oldest first; ``freed_base``
         # is the sequence number of ``freed[0]``. See :meth:`pods_freed_since`.
         self.freed: list[NodeState] = []
@@ -484,6 +488,7 @@ class NodeIndex:
     def upsert(self, spec: NodeSpec) -> NodeState:
         """Add or replace a node, keeping the usage already charged to it."""
         self.spec_version += 1
+        self.epoch += 1
         old = self.nodes.get(spec.name)
         node = NodeState(spec)
         if old is not None:
@@ -521,6 +526,7 @@ class NodeIndex:
         node = self.nodes.pop(name, None)
         if node is not None:
             self.spec_version += 1
+            self.epoch += 1
             self._detach(node)
         return node
 
@@ -535,8 +541,10 @@ class NodeIndex:
             node.pool.reindex(node)
         if self.log is not None:
             self.log.append((node, requests, count))
-        elif count < 0:
-            self._note_freed(node)
+        else:
+            self.epoch += 1
+            if count < 0:
+                self._note_freed(node)
 
     def undo(self, mark: int) -> None:
         """Roll the open statement's node changes back to ``mark``."""

@@ -47,6 +47,8 @@ class Statement:
     def _close(self) -> None:
         self._open = False
         if self._owner:
+            if self.nodes.log:
+                self.nodes.epoch += 1  # kept: the capacity changed for real
             self.quota.log = None
             self.nodes.log = None
 

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
 
 State = Literal["Pending", "Admitted", "Evicting", "Finished"]
 
+# A placement kept for reuse (Engine._place): (the state it was found in: node epoch, config
+# version, pools version, flavor option), the node charges (node, requests, pods), the pods per
+# (pod set, node), how many pods.
+Placed = tuple[tuple[int, int, int, int], list[tuple[Any, Any, int]], dict[tuple[int, str], int], int]
+
 # A gang's place in its queue: (-priority, queue timestamp, sequence number, key). Typed as a
 # plain tuple on purpose: mypyc keeps a fixed-shape tuple type unboxed in locals, so every
 # key read out of a queue, a demand index or a heap would be type-checked field by field and
@@ -72,6 +77,7 @@ class Workload:
         "node_mark",
         "order_key",
         "pending_since",
+        "placement",
         "planned",
         "pods",
         "pods_ready",
@@ -133,6 +139,8 @@ class Workload:
         self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
         # After a failed node check of a one-pod-set gang: see NodeMark.
         self.node_mark: NodeMark | None = None
+        # Its last placement that fitted every pod: see Engine._place.
+        self.placement: Placed | None = None
 
     @property
     def priority(self) -> int:
