@@ -18,11 +18,13 @@ count);
 ``core_compiled``: whether the engine ran mypyc-compiled (a regular ``pip install .``, see setup.py)
 or as the pure-Python source (an editable install, or ``GANGQ_PURE_PYTHON=1``). Run it from an
 environment where gangq is installed: ``benchmarks/`` is first on ``sys.path``, not the checkout.
-Short cases are repeated, each run in a fresh subprocess, and the run with the median
+Cases are repeated, each run in a fresh subprocess, and the run with the median
 ``us_per_admission`` is reported (``runs`` says how many, ``us_per_admission_runs`` lists them
 all): the 1,000-gang case takes a fifth of a second of CPU, and on a shared machine two runs of it
-in a row differed by 40 %, which the cost ratio inherited in full. Defaults: 5 runs of the
-first case, 3 of the second, 1 of the third (``--repeats N`` for N runs of every case).
+in a row differed by 40 %, which the cost ratio inherited in full; two runs of the 100,000-gang
+case in a row differed by 25 %. The runs go in rounds (one run of each case per round, smallest
+first), so that a slow spell falls on every case alike. Defaults: 5 runs of the first case, 3 of
+the second and of the third (``--repeats N`` for N runs of every case).
 Baseline, measured in the same run on the same workloads of the first case: a plain FIFO
 admitter that scans every pending gang each cycle and checks quota only (no nodes, no cohorts);
 the ratio ``gangq / baseline`` is reported with it. These machines are shared and noisy: compare
@@ -43,7 +45,7 @@ import time
 from typing import Any
 
 CASES = [(1_000, 10, 100), (10_000, 100, 1_000), (100_000, 1_000, 5_000)]
-REPEATS = {1_000: 5, 10_000: 3, 100_000: 1}  # runs per case (see the module docstring)
+REPEATS = {1_000: 5, 10_000: 3, 100_000: 3}  # runs per case (see the module docstring)
 GPU = "nvidia.com/gpu"
 
 
@@ -264,23 +266,24 @@ def main() -> None:
         print(json.dumps(run_baseline(p, c, n)))
         return
     cases = CASES[:2] if args.quick else CASES
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    repeats = {case: args.repeats or REPEATS.get(case[0], 1) for case in cases}
+    # Round by round, every case that still has runs to do: a slow spell of a shared machine
+    # then lands on all cases alike instead of on whichever ran during it.
+    jobs = [case for r in range(max(repeats.values())) for case in cases if r < repeats[case]]
     try:
         from rich.progress import track
 
-        iterator = track(cases, description="engine_scaling", console=None, transient=True)
+        iterator = track(jobs, description="engine_scaling", console=None, transient=True)
     except ImportError:  # pragma: no cover - rich is a dependency
-        iterator = cases
-    if args.repeats is not None and args.repeats < 1:
-        parser.error("--repeats must be at least 1")
-    results = [
-        _median_run(
-            [
-                _subprocess(["--case", ",".join(map(str, case)), "--max-seconds", str(args.max_seconds)])
-                for _ in range(args.repeats or REPEATS.get(case[0], 1))
-            ]
+        iterator = jobs
+    runs: dict[tuple[int, int, int], list[dict[str, Any]]] = {case: [] for case in cases}
+    for case in iterator:
+        runs[case].append(
+            _subprocess(["--case", ",".join(map(str, case)), "--max-seconds", str(args.max_seconds)])
         )
-        for case in iterator
-    ]
+    results = [_median_run(runs[case]) for case in cases]
     baseline = _subprocess(["--baseline", ",".join(map(str, CASES[0]))])
     report: dict[str, Any] = {
         "cases": results,
