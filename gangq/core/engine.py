@@ -1028,7 +1028,7 @@ class Engine:
             if cq.strict:
                 cursor = cq.cursor(include_inadmissible=retry)
                 if not retry and cq.inadmissible:
-                    cursor = _before(cursor, cq.inadmissible[0])
+                    cursor = _before(cursor, cq.inadmissible.first())
                 first = next(cursor, None)
             elif retry and cq.inadmissible:
                 # Which waiting gangs could fit is worked out when the queue's turn comes: by then
@@ -1036,7 +1036,7 @@ class Engine:
                 cursor = None
                 if node_retry:
                     node_retries.add(cq.name)
-                first = cq.inadmissible[0] if not cq.active else min(cq.active[0], cq.inadmissible[0])
+                first = cq.inadmissible.first() if not cq.active else min(cq.active.first(), cq.inadmissible.first())
             else:
                 cursor = self._best_effort_cursor(cq, retry, ctx)
                 first = next(cursor, None)
@@ -1084,7 +1084,7 @@ class Engine:
             if cq.fresh:
                 head = ctx.stopped.get(cq)
                 if head is None and cq.inadmissible:
-                    head = self.workloads.get(cq.inadmissible[0][3])
+                    head = self.workloads.get(cq.inadmissible.first()[3])
                 self._tell_blocked(cq, head)
         return bool(ctx.admitted)
 
@@ -1119,7 +1119,7 @@ class Engine:
         if cq.active or cq.strict or self._may_preempt(cq) or self._holding_head(cq, ctx.now) is not None:
             return False
         head = cq.head()
-        if head is None or head.order_key > cq.inadmissible[0]:
+        if head is None or head.order_key > cq.inadmissible.first():
             return False
         blocked = cq.node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
@@ -1161,7 +1161,7 @@ class Engine:
             if (
                 head is not None
                 and keys[-1] > head.order_key
-                and (not cq.active or cq.active[0] > head.order_key)
+                and (not cq.active or cq.active.first() > head.order_key)
                 and self._starving(head, ctx.now)
             ):
                 # It does not fit now, and cannot later in this cycle (what the queue may take only
@@ -1236,16 +1236,16 @@ class Engine:
         :meth:`_best_effort_cursor`). Decided at each step, since trying a gang can admit the head
         or make a new one."""
         inadmissible = cq.inadmissible  # not changed before the end of the cycle
-        n, m = len(inadmissible), len(keys)
-        i = j = 0
+        m = len(keys)
+        j = 0
         may_preempt = self._may_preempt(cq)
         quota = self.quota
         version = quota.tree_stamp(cq.node)  # the candidates fit what the queue could take then
         bounds: list[dict[str, int]] = []
         refilter = False
         workloads = self.workloads
-        while i < n:
-            key = inadmissible[i]
+        key: OrderKey | None = inadmissible.first() if inadmissible else None
+        while key is not None:
             if not (may_preempt and cq.name not in ctx.preempted_in):
                 head = cq.head()
                 if head is not None and head.order_key <= key:
@@ -1265,8 +1265,8 @@ class Engine:
                         return
                     key = keys[j]
             yield key
-            i = inadmissible.bisect_right(key)
             j = bisect.bisect_right(keys, key, j)
+            key = inadmissible.after(key)
 
     def _fails_again(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> bool:
         """Whether a retried gang is known to fail, without building assignments and messages or

@@ -11,10 +11,10 @@ been planned onto but that are not bound yet. The engine changes free capacity o
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gangq.core.chunks import SortedChunks
 from gangq.core.model import FlavorSpec, NodeSpec, PodSetSpec
 from gangq.core.selectors import (
     Taint,
@@ -32,99 +32,6 @@ _BASE_RESOURCES = ("cpu", "memory")
 def _key_resources(allocatable: Mapping[str, int]) -> tuple[str, ...]:
     extended = sorted(r for r in allocatable if r not in ("cpu", "memory", "pods", "ephemeral-storage"))
     return (*extended, *_BASE_RESOURCES)
-
-
-class SortedChunks:
-    """A sorted sequence kept as consecutive sorted chunks of at most ``2 * load`` entries.
-
-    A pool's node index changes with every placement and release. As one plain list, each change
-    moved half the list in memory: 15 KB for a pool of 4,000 nodes, twice per change, and most of
-    the node index's cost in a large cluster. Here a change moves at most one chunk. Not
-    sortedcontainers' SortedList, which works the same way but in interpreted code: this is
-    compiled with the rest of the core, and its bisects run in C.
-    """
-
-    __slots__ = ("chunks", "load", "maxes", "size", "sizes")
-
-    def __init__(self, load: int = 128) -> None:
-        self.load = load
-        self.chunks: list[list[Any]] = []
-        self.maxes: list[Any] = []  # the last (largest) entry of each chunk
-        self.sizes: list[int] = []  # the length of each chunk
-        self.size = 0
-
-    def __len__(self) -> int:
-        return self.size
-
-    def add(self, entry: Any) -> None:
-        maxes = self.maxes
-        self.size += 1
-        if not maxes:
-            self.chunks.append([entry])
-            maxes.append(entry)
-            self.sizes.append(1)
-            return
-        c = bisect_left(maxes, entry)
-        if c == len(maxes):
-            c -= 1
-            chunk = self.chunks[c]
-            chunk.append(entry)
-            maxes[c] = entry
-        else:
-            chunk = self.chunks[c]
-            insort(chunk, entry)
-        n = len(chunk)
-        load = self.load
-        if n > 2 * load:
-            self.chunks[c : c + 1] = [chunk[:load], chunk[load:]]
-            maxes[c : c + 1] = [chunk[load - 1], chunk[-1]]
-            self.sizes[c : c + 1] = [load, n - load]
-        else:
-            self.sizes[c] = n
-
-    def remove(self, entry: Any) -> None:
-        """Delete ``entry``, which is present."""
-        c = bisect_left(self.maxes, entry)
-        chunk = self.chunks[c]
-        del chunk[bisect_left(chunk, entry)]
-        self.size -= 1
-        if chunk:
-            self.maxes[c] = chunk[-1]
-            self.sizes[c] -= 1
-        else:
-            del self.chunks[c]
-            del self.maxes[c]
-            del self.sizes[c]
-
-    def count_from(self, probe: Any) -> int:
-        """How many entries are at least ``probe``."""
-        maxes = self.maxes
-        c = bisect_left(maxes, probe)
-        if c == len(maxes):
-            return 0
-        chunk = self.chunks[c]
-        count = len(chunk) - bisect_left(chunk, probe)
-        sizes = self.sizes
-        for i in range(c + 1, len(sizes)):
-            count += sizes[i]
-        return count
-
-    def iter_from(self, probe: Any) -> Iterator[Any]:
-        """The entries that are at least ``probe``, in order (do not change it meanwhile)."""
-        maxes = self.maxes
-        chunks = self.chunks
-        c = bisect_left(maxes, probe)
-        if c == len(maxes):
-            return
-        chunk = chunks[c]
-        for i in range(bisect_left(chunk, probe), len(chunk)):
-            yield chunk[i]
-        for j in range(c + 1, len(chunks)):
-            yield from chunks[j]
-
-    def __iter__(self) -> Iterator[Any]:
-        for chunk in self.chunks:
-            yield from chunk
 
 
 class NodeState:
@@ -339,9 +246,10 @@ class NodePool:
     def best_fit(self, requests: Mapping[str, int]) -> NodeState | None:
         """A node that fits ``requests`` with the least free capacity of the scarcest resource.
 
-        The key resource with the fewest nodes that have enough of it selects the nodes to scan:
-        when it is the first key resource, in key order (least free first, by each key resource
-        in turn), otherwise in order of that resource's free capacity. None if no node fits.
+        The key resource with the fewest nodes that have enough of it selects the nodes to scan
+        (every node has enough of a resource the pod does not request): when it is the first key
+        resource, in key order (least free first, by each key resource in turn), otherwise in
+        order of that resource's free capacity. None if no node fits.
 
         A few stale nodes (at most ``_OVERLAY_MAX``) are not re-sorted first: they are counted
         and looked at by their current key, beside the index, which skips their old entries.
@@ -359,22 +267,29 @@ class NodePool:
                 moved = self._overlay()
         key_resources = self.key_resources
         index = self.index
-        amount = requests.get(key_resources[0], 0)
-        first_probe = (amount,)
+        # A resource the pod does not request bounds nothing: a node overcommitted on it (bound
+        # pods beyond allocatable, a negative free amount) can still take the pod.
+        bounded = key_resources[0] in requests
+        amount = requests[key_resources[0]] if bounded else 0
+        first_probe: tuple[int, ...] = (amount,) if bounded else ()
         best_i = 0
         best_count = index.count_from(first_probe)
-        for node, key in moved:
-            if key[0] >= amount:
-                best_count += 1
-            if node.key[0] >= amount:
-                best_count -= 1
+        if bounded:
+            for node, key in moved:
+                if key[0] >= amount:
+                    best_count += 1
+                if node.key[0] >= amount:
+                    best_count -= 1
         if best_count == 0:
             return None
         first_count = best_count
-        best_probe: tuple[int, ...] = first_probe
+        best_probe = first_probe
         best_amount = amount
         for i in range(1, len(key_resources)):
-            amount = requests.get(key_resources[i], 0)
+            resource = key_resources[i]
+            if resource not in requests:
+                continue  # it bounds nothing (see above), so it cannot select
+            amount = requests[resource]
             if self._at_least(i, amount, moved) >= first_count:
                 continue  # as many nodes have enough of it as of the first: it cannot select
             probe = (amount,)
@@ -387,12 +302,12 @@ class NodePool:
             if count == 0:
                 return None
             if count < best_count:
-                best_i, best_count, best_probe, best_amount = i, count, probe, amount
+                best_i, best_count, best_probe, best_amount, bounded = i, count, probe, amount, True
         # The best of the moved nodes, by its current entry in the list to scan.
         found: NodeState | None = None
         found_entry: tuple[Any, ...] = ()
         for node, key in moved:
-            if key[best_i] < best_amount or not node.fits(requests):
+            if (bounded and key[best_i] < best_amount) or not node.fits(requests):
                 continue
             entry = key if best_i == 0 else (key[best_i], node.name)
             if found is None or entry < found_entry:

@@ -16,8 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
-from sortedcontainers import SortedList
-
+from gangq.core.chunks import SortedChunks
 from gangq.core.model import ClusterQueueSpec, FlavorResource, flavor_resource
 from gangq.core.quota import QuotaNode
 from gangq.core.workload import OrderKey, Workload
@@ -213,8 +212,9 @@ class ClusterQueueState:
         self.name = spec.name
         self.spec = spec
         self.node = node
-        self.active: SortedList = SortedList()
-        self.inadmissible: SortedList = SortedList()
+        # Queued gang keys in queue order: not tried yet / tried and waiting for a change.
+        self.active = SortedChunks()
+        self.inadmissible = SortedChunks()
         self.retry = False
         # The pending retry was asked for only by freed node capacity (see Engine._node_retry).
         self.node_retry = False
@@ -361,7 +361,7 @@ class ClusterQueueState:
 
     def make_inadmissible(self, wl: Workload) -> None:
         if wl.queued == "active":
-            self.active.discard(wl.order_key)
+            self.active.remove(wl.order_key)
             self.inadmissible.add(wl.order_key)
             wl.queued = "inadmissible"
 
@@ -370,7 +370,7 @@ class ClusterQueueState:
 
     def position(self, key: OrderKey) -> int:
         """1-based position of a queued workload among all pending workloads of this queue."""
-        rank: int = self.active.bisect_left(key) + self.inadmissible.bisect_left(key)
+        rank = self.active.count_below(key) + self.inadmissible.count_below(key)
         return rank + 1
 
     def cursor(self, include_inadmissible: bool) -> Iterator[OrderKey]:

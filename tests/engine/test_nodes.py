@@ -6,18 +6,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangq.core import NodeSpec
-from gangq.core.nodes import NodeIndex, NodePool, NodeState, SortedChunks
+from gangq.core.chunks import SortedChunks
+from gangq.core.nodes import NodeIndex, NodePool, NodeState
 
 GPU = "nvidia.com/gpu"
 
 
 def _reference(pool: NodePool, requests: dict[str, int]) -> NodeState | None:
     """best_fit as documented: the key resource with the fewest schedulable nodes that have
-    enough of it selects (the first key resource on ties); scan in key order (first key
-    resource) or by that resource's free amount, then name; the first node that fits."""
+    enough of it selects (the first key resource on ties; every node has enough of a resource
+    that is not requested, even one overcommitted on it); scan in key order (first key resource)
+    or by that resource's free amount, then name; the first node that fits."""
     nodes = [n for n in pool.nodes.values() if n.schedulable]
     resources = pool.key_resources
-    counts = [sum(1 for n in nodes if n.free.get(r, 0) >= requests.get(r, 0)) for r in resources]
+    counts = [
+        sum(1 for n in nodes if n.free.get(r, 0) >= requests[r]) if r in requests else len(nodes) for r in resources
+    ]
     if min(counts) == 0:
         return None
     best = min(range(len(resources)), key=lambda i: (counts[i], i))
@@ -93,8 +97,9 @@ chunk_ops = st.lists(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunk_ops, st.integers(1, 4))
 def test_sorted_chunks_behave_as_one_sorted_list(steps: list[tuple[str, int, int]], load: int) -> None:
-    """The pools' chunked index against a plain sorted list: splits, emptied chunks, counts and
-    iteration from a probe across chunk boundaries (tiny loads, so that chunks split often)."""
+    """The chunked index (node pools, ClusterQueues' queues) against a plain sorted list: splits,
+    emptied chunks, counts, the first entry, the next entry and iteration from a probe across
+    chunk boundaries (tiny loads, so that chunks split often)."""
     chunks = SortedChunks(load)
     plain: list[tuple[int, int, str]] = []
     serial = 0
@@ -113,8 +118,15 @@ def test_sorted_chunks_behave_as_one_sorted_list(steps: list[tuple[str, int, int
             probe = (a, b)
             tail = [e for e in plain if e >= probe]
             assert chunks.count_from(probe) == len(tail)
+            assert chunks.count_below(probe) == len(plain) - len(tail)
             assert list(chunks.iter_from(probe)) == tail
+            # the next entry after a probe, and after an entry itself (a queue's retry walks so)
+            assert chunks.after(probe) == next((e for e in plain if e > probe), None)
+            for entry in plain[:: max(1, len(plain) // 7)]:
+                assert chunks.after(entry) == next((e for e in plain if e > entry), None)
         assert len(chunks) == len(plain)
+        if plain:
+            assert chunks.first() == plain[0]
         assert all(0 < len(c) <= 2 * load for c in chunks.chunks)
         assert chunks.maxes == [c[-1] for c in chunks.chunks]
         assert chunks.sizes == [len(c) for c in chunks.chunks]
@@ -138,3 +150,18 @@ def test_a_stale_node_is_looked_at_where_its_capacity_now_puts_it() -> None:
     index.allocate(index.nodes["a"], {"cpu": 1_000}, 5)  # back where it is indexed
     assert pool.best_fit({"cpu": 19_000}) is None
     assert pool.best_fit({"cpu": 14_000}) is index.nodes["a"]
+
+
+def test_a_node_overcommitted_on_a_resource_the_pod_does_not_request_can_take_it() -> None:
+    """Bound pods may exceed a node's allocatable (free goes negative); a pod that does not
+    request that resource still fits there, and best fit must not skip the node (hypothesis
+    found the skip: the index was scanned from "at least 0 GPUs" for a cpu-only pod)."""
+    index = NodeIndex()
+    for name, cpu in (("g0", 8_000), ("g1", 16_000)):
+        index.upsert(NodeSpec(name, {"cpu": cpu, "memory": 64 << 30, GPU: 4}, {"pool": "gpu"}))
+    (pool,) = index.pools.values()
+    index.allocate(index.nodes["g0"], {GPU: 1}, 5)  # 5 GPUs bound on a 4-GPU node
+    pool._refresh()
+    assert pool.best_fit({"cpu": 4_000}) is index.nodes["g0"]  # the tighter node, GPUs aside
+    assert pool.best_fit({"cpu": 4_000, GPU: 1}) is index.nodes["g1"]
+    assert pool.best_fit({"cpu": 4_000, GPU: 0}) is index.nodes["g1"]  # requested: -1 < 0
