@@ -275,11 +275,7 @@ class NodePool:
         best_i = 0
         best_count = index.count_from(first_probe)
         if bounded:
-            for node, key in moved:
-                if key[0] >= amount:
-                    best_count += 1
-                if node.key[0] >= amount:
-                    best_count -= 1
+            best_count += _moved_gain(moved, 0, amount)
         if best_count == 0:
             return None
         first_count = best_count
@@ -293,12 +289,7 @@ class NodePool:
             if self._at_least(i, amount, moved) >= first_count:
                 continue  # as many nodes have enough of it as of the first: it cannot select
             probe = (amount,)
-            count = self._flush(i).count_from(probe)
-            for node, key in moved:
-                if key[i] >= amount:
-                    count += 1
-                if node.key[i] >= amount:
-                    count -= 1
+            count = self._flush(i).count_from(probe) + _moved_gain(moved, i, amount)
             if count == 0:
                 return None
             if count < best_count:
@@ -327,6 +318,18 @@ class NodePool:
 
 
 _OVERLAY_MAX = 8  # stale nodes that best_fit looks at beside the index (more: re-sort them first)
+
+
+def _moved_gain(moved: list[tuple[NodeState, tuple[Any, ...]]], i: int, amount: int) -> int:
+    """How many more of the ``moved`` nodes have ``amount`` or more of key resource ``i`` free
+    now than where the index has them (negative: fewer)."""
+    gain = 0
+    for node, key in moved:
+        if key[i] >= amount:
+            gain += 1
+        if node.key[i] >= amount:
+            gain -= 1
+    return gain
 
 
 def _bucket(value: int) -> int:
