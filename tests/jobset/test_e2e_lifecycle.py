@@ -124,8 +124,11 @@ def test_in_order_startup_ttl_invalid_and_foreign_jobsets(jobset_cluster: Cluste
     # The first job's pods take 6 s to become Ready, so that "the second job waits for it" is
     # checked while it is certainly not Ready (without the delay a loaded machine let it get
     # Ready, and the second job legitimately created, before the check ran).
+    # The TTL runs from the Completed condition's lastTransitionTime, which has whole seconds (as
+    # in Kubernetes): with a TTL of 1 s the JobSet could be deleted a few ms after the condition
+    # was written, and a CI run once never saw it. With 3 s it stays visible for 2 s at least.
     cl.create_jobset(jobset("ordered", [{"name": "a", "run_seconds": 2, "start_delay": 6}, {"name": "b"}],
-                            startupPolicy={"startupPolicyOrder": "InOrder"}, ttlSecondsAfterFinished=1))
+                            startupPolicy={"startupPolicyOrder": "InOrder"}, ttlSecondsAfterFinished=3))
     invalid = jobset("invalid", [{"name": "a"}, {"name": "b"}])
     invalid["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "b", "status": "Ready"}]
     cl.create_jobset(invalid)
