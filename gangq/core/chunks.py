@@ -114,6 +114,28 @@ class SortedChunks:
         chunk = self.chunks[c]
         return chunk[bisect_right(chunk, probe)]
 
+    def discard(self, entry: Any) -> None:
+        """Delete ``entry`` if present."""
+        maxes = self.maxes
+        c = bisect_left(maxes, entry)
+        if c < len(maxes):
+            chunk = self.chunks[c]
+            i = bisect_left(chunk, entry)
+            if chunk[i] == entry:
+                self.remove(entry)
+
+    def iter_until(self, probe: Any) -> Iterator[Any]:
+        """The entries that are at most ``probe``, in order (do not change it meanwhile)."""
+        for chunk in self.chunks:
+            if chunk[-1] <= probe:
+                yield from chunk
+                continue
+            for entry in chunk:
+                if entry > probe:
+                    return
+                yield entry
+            return
+
     def count_below(self, probe: Any) -> int:
         """How many entries are less than ``probe``."""
         return self.size - self.count_from(probe)

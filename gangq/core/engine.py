@@ -20,8 +20,7 @@ import heapq
 import logging
 from collections.abc import Iterator, Mapping
 
-from sortedcontainers import SortedList
-
+from gangq.core.chunks import SortedChunks
 from gangq.core.config import EngineConfig
 from gangq.core.decisions import (
     Admission,
@@ -241,7 +240,7 @@ class Engine:
         # Flavor options shared by the gangs of a queue that have the same pod sets (see _options).
         self._shapes: dict[tuple[object, ...], FlavorOptions] = {}
         self._groups: GroupCache = {}  # see flavor_options
-        self._running_by_end: SortedList = SortedList()  # (end time, seq, key) of bounded runners
+        self._running_by_end = SortedChunks()  # (end time, seq, key) of bounded runners
         self._drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
         self._version = 0  # bumped on every capacity change (reservation cache key)
         self._config_version = 0  # bumped on every spec change (flavor-choice cache key)
@@ -2082,7 +2081,7 @@ class Engine:
                 else:
                     # Runners past their expected end have no known end (their runtime was an
                     # estimate, or the limit is not enforced): only the others give a time.
-                    for end, _, key in self._running_by_end.irange(minimum=(now, -1, "")):
+                    for end, _, key in self._running_by_end.iter_from((now, -1, "")):
                         runner = self.workloads.get(key)
                         if runner is None or runner.cq is None or key in released:
                             continue
@@ -2153,7 +2152,7 @@ class Engine:
         cands = self._assignments(cq, head, messages=False)
         with Statement(self.quota, self.nodes):
             released = self._release_victims(head, exclude)
-            for _end, _, key in self._running_by_end.irange(maximum=(time, 1 << 62, "\uffff")):
+            for _end, _, key in self._running_by_end.iter_until((time, 1 << 62, "\uffff")):
                 runner = self.workloads.get(key)
                 if runner is None or runner.cq is None or key == exclude or key in released:
                     continue

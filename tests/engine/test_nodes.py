@@ -89,6 +89,7 @@ chunk_ops = st.lists(
         st.tuples(st.just("add"), st.integers(0, 30), st.integers(0, 5)),
         st.tuples(st.just("remove"), st.integers(0, 200), st.just(0)),
         st.tuples(st.just("count"), st.integers(-1, 31), st.integers(0, 5)),
+        st.tuples(st.just("discard"), st.integers(0, 30), st.integers(0, 5)),
     ),
     max_size=200,
 )
@@ -114,16 +115,25 @@ def test_sorted_chunks_behave_as_one_sorted_list(steps: list[tuple[str, int, int
             if plain:
                 entry = plain.pop(a % len(plain))
                 chunks.remove(entry)
+        elif kind == "discard":
+            # present or not (serials below the last one may be gone): one occurrence at most
+            entry = (a, b, f"n{a * 7 % max(1, serial):04d}")
+            if entry in plain:
+                plain.remove(entry)
+            chunks.discard(entry)
         else:
             probe = (a, b)
             tail = [e for e in plain if e >= probe]
             assert chunks.count_from(probe) == len(tail)
             assert chunks.count_below(probe) == len(plain) - len(tail)
             assert list(chunks.iter_from(probe)) == tail
+            assert list(chunks.iter_until(probe)) == [e for e in plain if e <= probe]
+            assert list(chunks.iter_until((a, b, "n9999"))) == [e for e in plain if e <= (a, b, "n9999")]
             # the next entry after a probe, and after an entry itself (a queue's retry walks so)
             assert chunks.after(probe) == next((e for e in plain if e > probe), None)
             for entry in plain[:: max(1, len(plain) // 7)]:
                 assert chunks.after(entry) == next((e for e in plain if e > entry), None)
+                assert list(chunks.iter_until(entry)) == [e for e in plain if e <= entry]
         assert len(chunks) == len(plain)
         if plain:
             assert chunks.first() == plain[0]
