@@ -60,8 +60,12 @@ class SortedChunks:
     def remove(self, entry: Any) -> None:
         """Delete ``entry``, which is present."""
         c = bisect_left(self.maxes, entry)
+        self._delete_at(c, bisect_left(self.chunks[c], entry))
+
+    def _delete_at(self, c: int, i: int) -> None:
+        """Delete entry ``i`` of chunk ``c``."""
         chunk = self.chunks[c]
-        del chunk[bisect_left(chunk, entry)]
+        del chunk[i]
         self.size -= 1
         if chunk:
             self.maxes[c] = chunk[-1]
@@ -122,7 +126,7 @@ class SortedChunks:
             chunk = self.chunks[c]
             i = bisect_left(chunk, entry)
             if chunk[i] == entry:
-                self.remove(entry)
+                self._delete_at(c, i)
 
     def iter_until(self, probe: Any) -> Iterator[Any]:
         """The entries that are at most ``probe``, in order (do not change it meanwhile)."""
