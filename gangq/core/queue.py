@@ -186,6 +186,7 @@ class ClusterQueueState:
         "claims_cache",
         "deleted",
         "demand",
+        "demand_adds",
         "demand_version",
         "evicted_total",
         "flavor_resources",
@@ -203,7 +204,9 @@ class ClusterQueueState:
         "parked",
         "preempted_total",
         "protected_head",
+        "quota_retry",
         "retry",
+        "screen",
         "screen_first",
         "spec",
     )
@@ -218,6 +221,9 @@ class ClusterQueueState:
         self.retry = False
         # The pending retry was asked for only by freed node capacity (see Engine._node_retry).
         self.node_retry = False
+        # ... or only by freed node capacity and quota that other queues of the tree gave back
+        # (see Engine._still_short).
+        self.quota_retry = False
         # Gangs whose last try failed the node check (some may have left since).
         self.node_blocked: dict[str, Workload] = {}
         self.parked = False
@@ -237,9 +243,16 @@ class ClusterQueueState:
         # trying them.
         self.demand: dict[tuple[str, ...], _DemandClass] = {}
         self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
+        self.demand_adds = 0  # bumped whenever a gang joins it
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
         # The resource that last showed that no queued gang could fit (checked first next time).
         self.screen_first = ""
+        # What that showed, for Engine._still_short: (tree root, what the least demanding gang
+        # needs of that resource, whether its flavors add up, gangs joined, config version, and
+        # per flavor-resource of it: what the queue could get, the most a lender's claim let it
+        # get (-1: no claim), the root's ``released`` of it).
+        self.screen: tuple[QuotaNode, int, bool, int, int, tuple[tuple[FlavorResource, int, int, int], ...]] | None
+        self.screen = None
         # (protected head, quota usage version) -> the flavor-resources it claims back.
         self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
@@ -275,6 +288,8 @@ class ClusterQueueState:
 
     def _index(self, wl: Workload, add: bool) -> None:
         self.demand_version += 1
+        if add:
+            self.demand_adds += 1
         if len(wl.spec.pod_sets) > 1:
             self.multi_pod_set += 1 if add else -1
         totals = wl.totals

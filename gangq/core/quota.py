@@ -41,6 +41,7 @@ class QuotaNode:
         "nominal",
         "parent",
         "parent_name",
+        "released",
         "stamp",
         "subtree",
         "top",
@@ -68,6 +69,10 @@ class QuotaNode:
         self.memo_version = -1
         # On a tree's root: the QuotaTree version of the tree's last change (see tree_stamp).
         self.stamp = 0
+        # On a tree's root: per flavor-resource, the total quota its ClusterQueues ever gave back
+        # (what admitted gangs released; counted by the engine, what-ifs excluded). Ever growing,
+        # so the difference of two readings bounds how much more any queue of the tree may take.
+        self.released: dict[FlavorResource, int] = {}
         self.top: QuotaNode = self  # the root of its tree (set by QuotaTree.recompute)
         self.weight = 1.0
         # A cohort named by a ClusterQueue but never created as an object exists implicitly.

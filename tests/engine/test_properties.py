@@ -280,6 +280,9 @@ class UnfilteredEngine(Engine):
     def _node_retry(self, cq, ctx):  # type: ignore[no-untyped-def]
         return False
 
+    def _still_short(self, cq, claims):  # type: ignore[no-untyped-def]
+        return False
+
 
 def _admissions_and_evictions(
     world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
