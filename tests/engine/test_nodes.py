@@ -39,9 +39,19 @@ ops = st.lists(
         st.tuples(st.just("remove"), st.integers(0, 23), st.just(0), st.just(0)),
         st.tuples(st.just("readd"), st.integers(0, 23), st.just(0), st.just(0)),
         st.tuples(st.just("burst"), st.integers(0, 23), st.integers(0, 3), st.integers(-1, 1)),
+        # Far beyond what the index's bit fields were sized for: pods bound beyond allocatable,
+        # a node replaced by a much larger one (the pool's entries are encoded again).
+        st.tuples(st.just("overcommit"), st.integers(0, 23), st.integers(0, 3), st.sampled_from([-10**6, 10**6])),
+        st.tuples(st.just("grow"), st.integers(0, 23), st.integers(2, 10**6), st.just(0)),
     ),
     max_size=120,
 )
+
+# Names of every length, prefixes of each other, not ASCII: the index orders them as str does.
+NAMES = [
+    "n", "n0", "n00", "n000", "a", "ab", "abc", "b", "z", "zz", "n1", "n10",
+    "m", "é", "éa", "日本", "x-1", "x-10", "x-2", "y", "yy", "yyy", "q", "n01",
+]  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,12 +62,12 @@ def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, in
     changes many nodes of a pool at once, more than best_fit looks at without re-sorting)."""
     index = NodeIndex()
     specs = {}
-    for i in range(24):
+    for i, name in enumerate(NAMES):
         alloc = {"cpu": 16_000 * (1 + i % 3), "memory": (20 + 7 * i) << 30}
         if i % 2:
             alloc[GPU] = 4
-        specs[f"n{i:02d}"] = NodeSpec(f"n{i:02d}", alloc, {"pool": "gpu" if i % 2 else "cpu"})
-        index.upsert(specs[f"n{i:02d}"])
+        specs[name] = NodeSpec(name, alloc, {"pool": "gpu" if i % 2 else "cpu"})
+        index.upsert(specs[name])
     pod_shapes = [
         {"cpu": 1000, "memory": 3 << 30},
         {"cpu": 4000, "memory": 5 << 30},
@@ -65,10 +75,13 @@ def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, in
         {"memory": 17 << 30},
     ]
     for kind, a, b, c in steps:
-        name = f"n{a:02d}"
+        name = NAMES[a]
         node = index.nodes.get(name)
-        if kind == "alloc" and node is not None:
+        if kind in ("alloc", "overcommit") and node is not None:
             index.allocate(node, pod_shapes[b], c)
+        elif kind == "grow":
+            spec = specs[name]
+            index.upsert(NodeSpec(name, {r: v * b for r, v in spec.allocatable.items()}, spec.labels))
         elif kind == "burst":
             for other in list(index.nodes.values())[a:]:
                 index.allocate(other, pod_shapes[b], c)
@@ -175,3 +188,23 @@ def test_a_node_overcommitted_on_a_resource_the_pod_does_not_request_can_take_it
     assert pool.best_fit({"cpu": 4_000}) is index.nodes["g0"]  # the tighter node, GPUs aside
     assert pool.best_fit({"cpu": 4_000, GPU: 1}) is index.nodes["g1"]
     assert pool.best_fit({"cpu": 4_000, GPU: 0}) is index.nodes["g1"]  # requested: -1 < 0
+
+
+def test_nodes_with_equal_free_capacity_are_chosen_in_name_order() -> None:
+    """The index encodes each entry as one int (NodePool.encode); among nodes with the same free
+    amounts the name decides, as str comparison orders names (prefixes first, any length, not
+    only ASCII), also after entries are encoded again for a longer name or a larger amount."""
+    index = NodeIndex()
+    order = sorted(NAMES)
+    for name in reversed(NAMES):
+        index.upsert(NodeSpec(name, {"cpu": 8_000, "memory": 16 << 30}, {"pool": "cpu"}))
+    (pool,) = index.pools.values()
+    # Much more cpu than the fields were sized for, and the longest name: chosen last.
+    index.upsert(NodeSpec("a-longer-name-than-any-other", {"cpu": 8_000 << 20, "memory": 16 << 30}, {"pool": "cpu"}))
+    chosen = []
+    while pool.nodes:
+        node = pool.best_fit({"cpu": 1_000})
+        assert node is not None
+        chosen.append(node.name)
+        index.remove(node.name)
+    assert chosen == [*order, "a-longer-name-than-any-other"]
