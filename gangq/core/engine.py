@@ -2168,6 +2168,7 @@ class Engine:
         return result
 
     def _stopping(self, key: str) -> bool:
+        """Is ``key`` a preempted gang that is still stopping (it holds its quota and nodes)?"""
         victim = self.workloads.get(key)
         return victim is not None and victim.state == "Evicting" and victim.cq is not None
 
@@ -2273,9 +2274,8 @@ class Engine:
         """What-if: release the gangs ``head`` preempted that are still stopping."""
         released: set[str] = set()
         for key in head.victims:
-            victim = self.workloads.get(key)
-            if victim is not None and victim.state == "Evicting" and victim.cq is not None and key != exclude:
-                self._release_in_statement(victim)
+            if key != exclude and self._stopping(key):
+                self._release_in_statement(self.workloads[key])
                 released.add(key)
         return released
 

@@ -249,10 +249,10 @@ class NodePool:
             self._insert(node)
 
     def remove(self, node: NodeState) -> None:
+        self.nodes.pop(node.name, None)
         if node.schedulable:
             self._delete(node)
             self.stale.pop(node.name, None)
-        self.nodes.pop(node.name, None)
         node.pool = None
 
     def reindex(self, node: NodeState) -> None:
