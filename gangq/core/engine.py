@@ -741,12 +741,16 @@ class Engine:
         for fr, amount in released.items():
             self.quota.add_usage(cq.node, fr, -amount)
             given_back[fr] = given_back.get(fr, 0) + amount
+        bound = bool(wl.pods)
         for (ps_index, node_name), count in wl.planned.items():
             node = self.nodes.nodes.get(node_name)
             req = wl.spec.pod_sets[ps_index].requests
             if node is not None:
                 self.nodes.allocate(node, req, -count)
-            wl.hold(node_name, req, -count)
+            if bound:
+                wl.hold(node_name, req, -count)
+        if not bound:
+            wl.held = {}  # it held its planned pods only
         wl.planned = {}
         wl.usage = {}
         cq.admitted.pop(wl.key, None)
@@ -2401,6 +2405,7 @@ class Engine:
         for wl in self.workloads.values():
             if wl.state == "Pending":
                 assert wl.reason, wl.key
+                assert not wl.planned and all(not any(h.values()) for h in wl.held.values()), wl.key
                 in_queue = wl.cq is not None and wl.queued is not None
                 assert in_queue != (wl.key in self._unrouted), wl.key
         if self.quota.log is not None or self.nodes.log is not None:
