@@ -1140,10 +1140,7 @@ class Engine:
         are the ones that failed the node check. Each of those is checked as the full retry
         would (:meth:`_fails_again`); if one may fit now, the full retry runs.
         """
-        if cq.active or cq.strict or self._may_preempt(cq) or self._holding_head(cq, ctx.now) is not None:
-            return False
-        head = cq.head()
-        if head is None or head.order_key > cq.inadmissible.first():
+        if not self._retry_walks_candidates(cq) or self._holding_head(cq, ctx.now) is not None:
             return False
         blocked = cq.node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
@@ -1291,13 +1288,10 @@ class Engine:
         joined the queue (leaving ones only raise the least demand), the queue's own usage did
         not drop (its own releases discard the screen), and the configuration is the same. If
         even those bounds leave every gang short, the retry's candidates would be empty, and it
-        would try nothing if also no gang is new, the queue may not preempt (its preemption
-        attempt walks every gang) and its protected head is its first waiting gang (the gangs
-        ahead of the head are retried whatever their demand); see :meth:`_best_effort_cursor`
-        and :meth:`_retry_keys`.
+        would try nothing if it looks at candidates only (:meth:`_retry_walks_candidates`).
         """
         screen = cq.screen
-        if screen is None or cq.strict or cq.active:
+        if screen is None:
             return False
         root, least, split, adds, config_version, entries = screen
         if root is not cq.node.top or adds != cq.demand_adds or config_version != self._config_version:
@@ -1317,7 +1311,16 @@ class Engine:
                 return False
         if split and total >= least:
             return False
-        if self._may_preempt(cq):
+        return self._retry_walks_candidates(cq)
+
+    def _retry_walks_candidates(self, cq: ClusterQueueState) -> bool:
+        """Would a full retry of ``cq`` look only at the gangs that fit what it may take? Yes for a
+        BestEffortFIFO queue with no new gangs that may not preempt (its preemption attempt walks
+        every gang) and whose protected head is its first waiting gang (the gangs ahead of the
+        head are retried whatever their demand): see :meth:`_best_effort_cursor` and
+        :meth:`_retry_keys`. The condition of both retry shortcuts, :meth:`_node_retry` and
+        :meth:`_still_short`."""
+        if cq.active or cq.strict or self._may_preempt(cq):
             return False
         head = cq.head()
         return head is not None and not head.order_key > cq.inadmissible.first()
