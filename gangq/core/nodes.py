@@ -402,15 +402,22 @@ class NodePool:
                 return self.best_fit(requests)
             by_code = self.by_name_code
             mask = (1 << (8 * self.name_bytes)) - 1
-            for code in index.iter_from(best_probe):
-                if found is not None and found_entry < code:
-                    break
-                node = by_code[code & mask]
-                if node.name in stale:
-                    continue  # indexed at its old amounts: looked at above
-                if node.fits(requests):
-                    return node
-            return found
+            start: int = best_probe
+            while True:
+                for code in index.iter_from(start):
+                    if found is not None and found_entry < code:
+                        return found
+                    node = by_code[code & mask]
+                    if node.name in stale:
+                        continue  # indexed at its old amounts: looked at above
+                    if node.fits(requests):
+                        return node
+                    skip = self._skip_to(code, requests)
+                    if skip > code:
+                        start = skip
+                        break
+                else:
+                    return found
         nodes = self.nodes
         for entry in self.by_resource[best_i - 1].iter_from(best_probe):
             if found is not None and found_entry < entry:
@@ -422,6 +429,39 @@ class NodePool:
             if node.fits(requests):
                 return node
         return found
+
+    def _skip_to(self, code: int, requests: Mapping[str, int]) -> int:
+        """The least index entry after ``code`` (a node that cannot take ``requests``) that might:
+        past every entry that, like it, has the same free amounts of the key resources before the
+        first requested one it lacks, and less of that one.
+
+        The index orders nodes by the free amount of each key resource in turn; a scan for a pod
+        that fits the first on many nodes but not the second (a GPU pod with too little CPU left
+        beside the GPUs) met those one by one. In a 1,250-node GPU pool that was 19 nodes that did
+        not fit per admission (5 per search), where a 25-node pool had one; each is a cold node.
+        ``code`` itself when no key resource explains the misfit (the scan goes on).
+        """
+        key_resources = self.key_resources
+        widths = self.widths
+        biases = self.biases
+        shift = 8 * self.name_bytes
+        shifts = [0] * len(widths)
+        for i in range(len(widths) - 1, -1, -1):
+            shifts[i] = shift
+            shift += widths[i]
+        for i in range(1, len(key_resources)):
+            need = requests.get(key_resources[i])
+            if need is None:
+                continue
+            width = widths[i]
+            if ((code >> shifts[i]) & ((1 << width) - 1)) - biases[i] >= need:
+                continue
+            prefix = code >> (shifts[i] + width)  # the amounts before resource i
+            target = need + biases[i]
+            if target >> width:
+                return (prefix + 1) << (shifts[i] + width)  # no node has that much: next prefix
+            return ((prefix << width) | target) << shifts[i]
+        return code
 
 
 _OVERLAY_MAX = 8  # stale nodes that best_fit looks at beside the index (more: re-sort them first)

@@ -97,6 +97,56 @@ def test_best_fit_matches_the_brute_force_reading(steps: list[tuple[str, int, in
                 assert pool.best_fit(requests) is _reference(pool, requests)
 
 
+gpu_pool_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("alloc"), st.integers(0, 39), st.integers(0, 5), st.integers(-1, 3)),
+        st.tuples(st.just("query"), st.integers(0, 3), st.integers(0, 70), st.integers(0, 9)),
+        st.tuples(st.just("refresh"), st.just(0), st.just(0), st.just(0)),
+    ),
+    max_size=150,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu_pool_ops)
+def test_a_scan_skips_nodes_that_lack_a_later_key_resource(steps: list[tuple[str, int, int, int]]) -> None:
+    """A GPU pool scanned in key order (GPUs, then cpu, then memory free) for pods that fit the
+    GPUs of many nodes but not their cpu or memory: best_fit jumps past runs of such nodes
+    (NodePool._skip_to), and must still choose the node the brute-force reading does: the
+    jump must not pass a node with exactly the missing amount, nor stop short of the next GPU
+    level, nor jump when the node lacks only a resource the pod does not request."""
+    index = NodeIndex()
+    for i in range(40):
+        cpu = (32_000, 64_000, 48_000)[i % 3]
+        index.upsert(NodeSpec(f"g{i:02d}", {"cpu": cpu, "memory": (64 + 32 * (i % 4)) << 30, GPU: 8}, {"pool": "gpu"}))
+        if i % 5:  # most nodes start with their GPUs taken and cpu to spare
+            index.allocate(index.nodes[f"g{i:02d}"], {GPU: 1, "cpu": 1_000 * (i % 7)}, 8 - i % 3)
+    (pool,) = index.pools.values()
+    assert pool.key_resources == (GPU, "cpu", "memory")
+    shapes = [
+        {"cpu": 8_000, "memory": 8 << 30, GPU: 1},
+        {"cpu": 2_000, "memory": 40 << 30, GPU: 1},
+        {"cpu": 500, "memory": 1 << 30, GPU: 3},  # GPUs run out: few nodes have enough of them
+        {"cpu": 16_000, "memory": 4 << 30},  # ... and of those, some lack cpu
+        {"cpu": 500, "memory": 4 << 30, GPU: 0},
+        {"memory": 20 << 30},  # ... or memory
+    ]
+    for kind, a, b, c in steps:
+        if kind == "alloc":
+            index.allocate(index.nodes[f"g{a:02d}"], shapes[b], c)
+        elif kind == "refresh":
+            pool._refresh()
+        else:
+            requests = {"cpu": 1_000 * b, "memory": (8 << 30) * c}
+            if a:
+                requests[GPU] = a
+            if b == 70:
+                requests["cpu"] = 10**9  # more than any node has: the jump carries to the next level
+            assert pool.best_fit(requests) is _reference(pool, requests)
+            del requests["memory"]
+            assert pool.best_fit(requests) is _reference(pool, requests)
+
+
 chunk_ops = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(0, 30), st.integers(0, 5)),

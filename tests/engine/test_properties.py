@@ -266,7 +266,8 @@ def test_same_events_same_decisions(
 
 
 class UnfilteredEngine(Engine):
-    """The engine with every retry shortcut off: a retry tries every inadmissible gang in full."""
+    """The engine with every retry shortcut off: a retry tries every inadmissible gang in full, and
+    freed capacity retries every queue waiting on nodes, whatever pool it came free in."""
 
     def _fails_again(self, cq, wl, ctx):  # type: ignore[no-untyped-def]
         return False
@@ -282,6 +283,10 @@ class UnfilteredEngine(Engine):
 
     def _still_short(self, cq, claims):  # type: ignore[no-untyped-def]
         return False
+
+    def _pools_freed(self):  # type: ignore[no-untyped-def]
+        super()._pools_freed()
+        return None  # every queue waiting on nodes, whatever pool capacity came free in
 
 
 def _admissions_and_evictions(

@@ -1,0 +1,75 @@
+"""A queue whose gangs wait for nodes is retried when capacity comes free in a pool those gangs
+could use, not on every release anywhere in the cluster (Engine._capacity_freed_nodes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gangq.core import EngineConfig, NodeSpec
+from gangq.core.engine import Engine
+
+from .builders import GPU, add_nodes, add_queue, admitted, gang, quota
+
+
+class RetryCountingEngine(Engine):
+    """Counts the retries of each ClusterQueue that only freed nodes asked for."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        super().__init__(config)
+        self.node_retries: dict[str, int] = {}
+
+    def _node_retry(self, cq: Any, ctx: Any) -> bool:
+        self.node_retries[cq.name] = self.node_retries.get(cq.name, 0) + 1
+        return super()._node_retry(cq, ctx)
+
+
+def _cluster() -> RetryCountingEngine:
+    """Queue g (GPU flavor, quota for 16 GPUs) runs g1 on the only GPU node's 8 GPUs and waits
+    with g2 (4 GPUs): the nodes, not the quota, hold it back. Queue c runs c1 and c2 on the CPU
+    nodes."""
+    e = RetryCountingEngine(EngineConfig(pods_ready_timeout=None))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "gpu", 1, cpu=64, gpu=8)
+    add_nodes(e, "cpu", 2, cpu=64, gpu=0)
+    add_queue(e, "g", [quota("gpu", 64, 16)])
+    add_queue(e, "c", [quota("cpu", 128, 0)])
+    for key, queue, pods, gpu, cpu in (("g1", "g", 1, 8, 1), ("c1", "c", 64, 0, 1), ("c2", "c", 32, 0, 1)):
+        e.submit(gang(key, queue, pods, gpu, cpu=cpu), 0.0)
+    assert sorted(admitted(e.schedule(1.0))) == ["c1", "c2", "g1"]
+    e.submit(gang("g2", "g", 1, 4, t=1.0), 1.0)
+    assert admitted(e.schedule(2.0)) == []
+    assert e.workloads["ns/g2"].reason == "InsufficientNodes"
+    return e
+
+
+def test_capacity_freed_in_another_pool_does_not_retry_the_queue() -> None:
+    e = _cluster()
+    e.finish("ns/c1", 3.0)  # a CPU node comes free: no use to g2
+    assert admitted(e.schedule(3.0)) == []
+    assert e.node_retries.get("g", 0) == 0
+    assert e.workloads["ns/g2"].reason == "InsufficientNodes"
+    e.finish("ns/g1", 4.0)  # the GPU node comes free
+    assert admitted(e.schedule(4.0)) == ["g2"]
+
+
+def test_capacity_freed_in_its_pool_retries_the_queue() -> None:
+    e = _cluster()
+    e.finish("ns/c1", 3.0)
+    e.schedule(3.0)
+    e.finish("ns/g1", 4.0)
+    e.submit(gang("g3", "g", 1, 8, t=4.0), 4.0)  # behind g2 in the queue
+    assert admitted(e.schedule(4.0)) == ["g2"]
+    assert e.workloads["ns/g3"].reason == "InsufficientNodes"
+    e.finish("ns/c2", 5.0)  # CPU capacity again: g3 waits on GPU nodes, g is not retried
+    before = e.node_retries.get("g", 0)
+    assert admitted(e.schedule(5.0)) == []
+    assert e.node_retries.get("g", 0) == before
+    e.finish("ns/g2", 6.0)
+    assert admitted(e.schedule(6.0)) == ["g3"]
+
+
+def test_a_new_node_retries_every_queue_waiting_on_nodes() -> None:
+    """Nodes that join (or change) may form a pool the gangs' last node check did not know."""
+    e = _cluster()
+    e.upsert_node(NodeSpec("gpu-new", {"cpu": 64_000, GPU: 8}, {"pool": "gpu"}))
+    assert admitted(e.schedule(3.0)) == ["g2"]
