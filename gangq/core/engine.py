@@ -1230,7 +1230,7 @@ class Engine:
         """
         if not retry:
             return iter(cq.active)
-        candidates = self._retry_candidates(cq, ctx)
+        candidates = cq.candidates(self._candidate_bounds(cq, ctx))
         workloads = self.workloads
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
         holding: Workload | None = None
@@ -1253,20 +1253,6 @@ class Engine:
         retried = self._retry_keys(cq, keys, ctx, holding)
         return merge_keys(iter(cq.active), retried) if cq.active else retried
 
-    def _retry_candidates(self, cq: ClusterQueueState, ctx: _Cycle) -> list[OrderKey]:
-        """The queued gangs of ``cq`` whose demand fits what it could take now (see
-        :meth:`_candidate_bounds`); if none, what showed it is kept for :meth:`_still_short`."""
-        claims = self._tree_claims(cq, ctx)
-        memo = _Amounts(self, cq, claims)
-        bounds = self._bounds_from(cq, memo)
-        if not bounds:
-            self._note_short(cq, memo, claims, cq.screen_first)
-            return []
-        candidates = cq.candidates(bounds)
-        if not candidates:
-            self._note_short(cq, memo, claims, "")
-        return candidates
-
     def _candidate_bounds(self, cq: ClusterQueueState, ctx: _Cycle) -> list[dict[str, int]]:
         """Upper bounds (resource → amount) of what one queued gang could take this cycle.
 
@@ -1277,23 +1263,16 @@ class Engine:
         group, or split over them by several pod sets: one bound, the largest (or, with several
         pod sets, the total) amount per resource.
         """
-        return self._bounds_from(cq, _Amounts(self, cq, self._tree_claims(cq, ctx)))
-
-    def _bounds_from(self, cq: ClusterQueueState, memo: _Amounts) -> list[dict[str, int]]:
-        """:meth:`_candidate_bounds` from ``memo``; [] at once if :meth:`_may_fit_any` says no
-        gang can fit."""
+        claims = self._tree_claims(cq, ctx)
+        memo = _Amounts(self, cq, claims)
+        split = cq.multi_pod_set > 0
         if not self._may_fit_any(cq, memo):
+            self._note_short(cq, memo, claims)
             return []
         for fr in cq.flavor_resources:
             memo.get(fr)
-        return self._bounds(cq, memo.values)
-
-    @staticmethod
-    def _bounds(cq: ClusterQueueState, amounts: Mapping[FlavorResource, int]) -> list[dict[str, int]]:
-        """The bounds of :meth:`_candidate_bounds`, given what the queue could take of each of its
-        flavor-resources."""
+        amounts = memo.values
         groups = cq.spec.resource_groups
-        split = cq.multi_pod_set > 0
         if len(groups) == 1 and not split:
             return [{q.name: amounts[(flavor.name, q.name)] for q in flavor.resources} for flavor in groups[0].flavors]
         out: dict[str, int] = {}
@@ -1334,33 +1313,24 @@ class Engine:
         return True
 
     def _note_short(
-        self,
-        cq: ClusterQueueState,
-        amounts: _Amounts,
-        claims: Mapping[FlavorResource, Mapping[str, Workload]],
-        resource: str,
+        self, cq: ClusterQueueState, amounts: _Amounts, claims: Mapping[FlavorResource, Mapping[str, Workload]]
     ) -> None:
-        """Keep what a retry that found no candidate saw, for :meth:`_still_short`: that no queued
-        gang can get enough of ``resource`` (:meth:`_may_fit_any`), or (``resource`` empty) that
-        no gang fits as a whole. Per flavor-resource (of ``resource``, or every one): what the
-        queue could take, the most a lender's claim let it take (-1: no claim), and its tree's
-        ``released`` of it."""
-        least = -1
-        if resource:
-            least = 0
-            for r, amount in cq.least_common_demand():
-                if r == resource:
-                    least = amount
+        """Keep what :meth:`_may_fit_any` just showed (``cq.screen_first`` is the resource that
+        no queued gang of ``cq`` can get enough of), for :meth:`_still_short`."""
+        resource = cq.screen_first
+        least = 0
+        for r, amount in cq.least_common_demand():
+            if r == resource:
+                least = amount
         node = cq.node
         root = node.top
         released = root.released
         name = cq.name
-        usage, nominal = node.usage, node.nominal
         entries = []
-        for fr in cq.frs_by_resource.get(resource, ()) if resource else cq.flavor_resources:
-            cap = max(0, nominal.get(fr, 0) - usage.get(fr, 0)) if _claimed(claims, fr, name) else -1
+        for fr in cq.frs_by_resource.get(resource, ()):
+            cap = max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)) if _claimed(claims, fr, name) else -1
             entries.append((fr, amounts.get(fr), cap, released.get(fr, 0)))
-        cq.screen = (root, self._config_version, cq.demand_adds, least, cq.multi_pod_set > 0, tuple(entries))
+        cq.screen = (root, least, cq.multi_pod_set > 0, cq.demand_adds, self._config_version, tuple(entries))
 
     def _still_short(self, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]) -> bool:
         """Would a retry of ``cq`` try no gang at all? Asked at the start of a cycle, when all that
@@ -1368,64 +1338,39 @@ class Engine:
         (and freed nodes). In a cohort of ten queues every finished gang retries all ten, and in a
         full cluster most of them cannot use what it gave back: each retry worked out what the
         queue could take, from per-queue state that is cold in a large cluster, to find that no
-        gang fits. Here a few counters (and the queue's least demands) answer.
+        gang fits. Here a few counters answer.
 
-        Exact. The last retry of ``cq`` that found no candidate kept what the queue could take
-        then (:meth:`_note_short`). What it may take of a flavor-resource grows by at most what
-        its tree gave back of it since (the root's ``released``; admissions only shrink it), and
-        not beyond its unused nominal quota while a lender's claim that held it there still holds.
-        That stands as long as the queue's own usage did not drop (its own releases discard the
-        screen) and the configuration is the same. If even those upper limits leave every queued
-        gang short, the retry's candidates would be empty, and it would try nothing if it looks
-        at candidates only (:meth:`_retry_walks_candidates`). Short of one resource: every gang
-        needs more of it than the limits of its flavor-resources allow (while no gang joined;
-        leaving ones only raise the least demand). Short as a whole: no gang fits the candidate
-        bounds (:meth:`_bounds`) made of the limits; it is enough to ask the gangs whose demand
-        no other gang undercuts (``frontier``), which include any gang that joined since.
+        Exact. The last screen of ``cq`` (:meth:`_note_short`) found that every queued gang needs
+        more of one resource than the queue could get of it. What the queue may take of a
+        flavor-resource grows by at most what its tree gave back of it since (the root's
+        ``released``; admissions only shrink it), and not beyond the queue's unused nominal quota
+        while a lender's claim that held it there still holds. That stands as long as no gang
+        joined the queue (leaving ones only raise the least demand), the queue's own usage did
+        not drop (its own releases discard the screen), and the configuration is the same. If
+        even those bounds leave every gang short, the retry's candidates would be empty, and it
+        would try nothing if it looks at candidates only (:meth:`_retry_walks_candidates`).
         """
         screen = cq.screen
         if screen is None:
             return False
-        root, config_version, adds, least, split, entries = screen
-        if root is not cq.node.top or config_version != self._config_version:
+        root, least, split, adds, config_version, entries = screen
+        if root is not cq.node.top or adds != cq.demand_adds or config_version != self._config_version:
             return False
         released = root.released
         name = cq.name
-        if least >= 0:
-            if adds != cq.demand_adds:
-                return False
-            total = 0
-            for fr, amount, cap, mark in entries:
-                most = amount + released.get(fr, 0) - mark
-                if cap >= 0:
-                    if not _claimed(claims, fr, name):
-                        return False
-                    most = min(most, cap)
-                if split:
-                    total += most
-                elif most >= least:
-                    return False
-            if split and total >= least:
-                return False
-            return self._retry_walks_candidates(cq)
-        if split != (cq.multi_pod_set > 0):
-            return False
-        limits: dict[FlavorResource, int] = {}
+        total = 0
         for fr, amount, cap, mark in entries:
             most = amount + released.get(fr, 0) - mark
             if cap >= 0:
                 if not _claimed(claims, fr, name):
                     return False
                 most = min(most, cap)
-            limits[fr] = most
-        bounds = self._bounds(cq, limits)
-        for resources, totals in cq.frontier():
-            for bound in bounds:
-                for i in range(len(resources)):
-                    if totals[i] > bound.get(resources[i], 0):
-                        break
-                else:
-                    return False  # this gang may fit
+            if split:
+                total += most
+            elif most >= least:
+                return False
+        if split and total >= least:
+            return False
         return self._retry_walks_candidates(cq)
 
     def _retry_walks_candidates(self, cq: ClusterQueueState) -> bool:

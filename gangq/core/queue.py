@@ -191,7 +191,6 @@ class ClusterQueueState:
         "evicted_total",
         "flavor_resources",
         "fresh",
-        "frontier_cache",
         "frs_by_resource",
         "inactive_reason",
         "inadmissible",
@@ -248,14 +247,12 @@ class ClusterQueueState:
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
         # The resource that last showed that no queued gang could fit (checked first next time).
         self.screen_first = ""
-        # What the last retry that found no candidate saw, for Engine._still_short: (tree root,
-        # config version, gangs joined, what the least demanding gang needs of the resource that
-        # none could get enough of (-1: every resource counted, whole demands decided), whether
-        # flavors add up, and per flavor-resource (of that resource, or all): what the queue
-        # could get, the most a lender's claim let it get (-1: no claim), the root's ``released``).
-        self.screen: tuple[QuotaNode, int, int, int, bool, tuple[tuple[FlavorResource, int, int, int], ...]] | None
+        # What that showed, for Engine._still_short: (tree root, what the least demanding gang
+        # needs of that resource, whether its flavors add up, gangs joined, config version, and
+        # per flavor-resource of it: what the queue could get, the most a lender's claim let it
+        # get (-1: no claim), the root's ``released`` of it).
+        self.screen: tuple[QuotaNode, int, bool, int, int, tuple[tuple[FlavorResource, int, int, int], ...]] | None
         self.screen = None
-        self.frontier_cache: tuple[int, list[tuple[tuple[str, ...], tuple[int, ...]]]] = (-1, [])
         # (protected head, quota usage version) -> the flavor-resources it claims back.
         self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
@@ -329,24 +326,6 @@ class ClusterQueueState:
                 if key != unique[-1]:
                     unique.append(key)
             return unique
-        return out
-
-    def frontier(self) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-        """The least demands of the queued gangs: (resources, totals in that order) of each
-        distinct demand that no other gang of its class undercuts in every resource (cached
-        until a gang joins or leaves). A bound that none of them fits fits no queued gang."""
-        version, cached = self.frontier_cache
-        if version == self.demand_version:
-            return cached
-        out: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
-        for resources, demand in self.demand.items():
-            kept: list[tuple[int, ...]] = []
-            # In sorted order a demand comes after every demand that undercuts it.
-            for totals in sorted(set(demand.vectors.values())):
-                if not any(all(k <= t for k, t in zip(least, totals, strict=True)) for least in kept):
-                    kept.append(totals)
-            out.extend((resources, totals) for totals in kept)
-        self.frontier_cache = (self.demand_version, out)
         return out
 
     def least_common_demand(self) -> list[tuple[str, int]]:

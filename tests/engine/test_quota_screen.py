@@ -1,7 +1,7 @@
 """A queue retried only because other queues of its cohort gave quota back is skipped while that
-quota cannot make any of its gangs fit (Engine._still_short: not one resource, nor all of a
-gang's together), and retried in full as soon as it could; a head's reservation works out the
-older heads' reservations only for a flavor option that fits (Engine._reservation)."""
+quota cannot make any of its gangs fit (Engine._still_short), and retried in full as soon as it
+could; a head's reservation works out the older heads' reservations only for a flavor option
+that fits (Engine._reservation)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ class CountingEngine(Engine):
         super().__init__(config)
         self.screens: dict[str, int] = {}
 
-    def _bounds_from(self, cq: Any, memo: Any) -> Any:
+    def _candidate_bounds(self, cq: Any, ctx: Any) -> Any:
         self.screens[cq.name] = self.screens.get(cq.name, 0) + 1
-        return super()._bounds_from(cq, memo)
+        return super()._candidate_bounds(cq, ctx)
 
 
 class UnscreenedEngine(CountingEngine):
@@ -92,34 +92,8 @@ def test_a_queue_that_released_quota_itself_is_screened_again() -> None:
     assert admitted(e.schedule(5.0)) == ["big"]
 
 
-def test_a_gang_that_joined_since_the_screen_counts() -> None:
-    """b waits with big (12 cpus); a's gangs finish one by one. a0 and a1 give back 2 cpus, and
-    b is skipped; mid (3 cpus) joins and does not fit either. a3's 6 cpus could not make big
-    fit, but they fit mid: b must be retried, not skipped."""
-    e = CountingEngine(EngineConfig(pods_ready_timeout=None))
-    e.upsert_namespace("ns", {})
-    add_nodes(e, "cpu", 4, gpu=0)
-    add_queue(e, "a", [quota("cpu", 16, 0)], cohort="pool")
-    add_queue(e, "b", [quota("cpu", 8, 0)], cohort="pool")
-    for key, queue, pods in (("a0", "a", 1), ("a1", "a", 1), ("a2", "a", 8), ("a3", "a", 6), ("b1", "b", 8)):
-        e.submit(gang(key, queue, pods, 0), 0.0)
-    assert len(admitted(e.schedule(1.0))) == 5
-    e.submit(gang("big", "b", 12, 0, t=1.0), 1.0)
-    assert admitted(e.schedule(2.0)) == []
-    e.finish("ns/a0", 3.0)
-    assert admitted(e.schedule(3.0)) == []
-    screened = e.screens["b"]
-    e.finish("ns/a1", 4.0)
-    assert admitted(e.schedule(4.0)) == []
-    assert e.screens["b"] == screened  # skipped
-    e.submit(gang("mid", "b", 3, 0, t=4.5), 4.5)
-    assert admitted(e.schedule(4.5)) == []  # 2 cpus free in the cohort
-    e.finish("ns/a3", 5.0)
-    assert admitted(e.schedule(5.0)) == ["mid"]
-
-
-def test_a_gang_joining_the_queue_ends_the_one_resource_skip() -> None:
-    """A new gang may need less of the resource than every gang the screen saw."""
+def test_a_gang_joining_the_queue_ends_the_skip() -> None:
+    """A new gang may need less than every gang the screen saw."""
     e = _cohort(CountingEngine)
     e.finish("ns/a0", 3.0)
     assert admitted(e.schedule(3.0)) == []
@@ -129,72 +103,6 @@ def test_a_gang_joining_the_queue_ends_the_one_resource_skip() -> None:
     before = e.screens["b"]
     e.schedule(4.0)
     assert e.screens["b"] == before + 1  # screened again, not skipped
-
-
-def _two_shapes(engine_class: type[CountingEngine]) -> tuple[CountingEngine, list[list[str]], list[int]]:
-    """b waits with ``wide`` (12 pods of 1 cpu) and ``gpus`` (1 pod of 1 cpu and 8 GPUs); a runs
-    a0 (1 cpu), a1 (8 cpus) and ag (1 cpu, 8 GPUs), and lends what it does not use. Each of b's
-    resources alone is within reach of some gang (the least cpu is 1, the least GPUs 0), so
-    only the gangs' whole demands show that none fits; finish a0, a1, ag one by one."""
-    e = engine_class(EngineConfig(pods_ready_timeout=None))
-    e.upsert_namespace("ns", {})
-    add_nodes(e, "cpu", 4)
-    add_queue(e, "a", [quota("cpu", 10, 8)], cohort="pool")
-    add_queue(e, "b", [quota("cpu", 8, 0)], cohort="pool")
-    for key, queue, pods, gpu in (("a0", "a", 1, 0), ("a1", "a", 8, 0), ("ag", "a", 1, 8), ("b1", "b", 8, 0)):
-        e.submit(gang(key, queue, pods, gpu), 0.0)
-    assert sorted(admitted(e.schedule(1.0))) == ["a0", "a1", "ag", "b1"]
-    e.submit(gang("wide", "b", 12, 0, t=1.0), 1.0)
-    e.submit(gang("gpus", "b", 1, 8, t=1.1), 1.0)
-    assert admitted(e.schedule(2.0)) == []
-    log, screens = [], []
-    for t, key in ((3.0, "a0"), (4.0, "a1"), (5.0, "ag")):
-        e.finish(f"ns/{key}", t)
-        log.append(admitted(e.schedule(t)))
-        screens.append(e.screens.get("b", 0))
-        e.check_invariants()
-    return e, log, screens
-
-
-def test_a_retry_is_skipped_when_no_gang_fits_as_a_whole() -> None:
-    """a0's cpu: wide needs 12 cpus, gpus 8 GPUs: neither fits, b is screened. a1's 8 cpus make
-    9, still neither: b is not screened again. ag's GPUs: gpus fits and is admitted."""
-    _, log, screens = _two_shapes(CountingEngine)
-    assert log == [[], [], ["gpus"]]
-    assert screens[0] > 0
-    assert screens[1] == screens[0]
-    assert screens[2] > screens[1]
-    unscreened = _two_shapes(UnscreenedEngine)
-    assert unscreened[1] == log
-    assert unscreened[2][1] > unscreened[2][0]  # without the skip, a1's release screens b
-
-
-def test_a_gang_that_joined_counts_when_whole_demands_decide() -> None:
-    """Screened short as a whole (wide lacks cpu, gpus lacks GPUs), b is skipped on a2's 1 cpu;
-    then mid (5 cpus) joins and does not fit. a1's 8 cpus fit neither wide nor gpus, but mid:
-    b must be retried, not skipped."""
-    e = CountingEngine(EngineConfig(pods_ready_timeout=None))
-    e.upsert_namespace("ns", {})
-    add_nodes(e, "cpu", 4)
-    add_queue(e, "a", [quota("cpu", 11, 8)], cohort="pool")
-    add_queue(e, "b", [quota("cpu", 8, 0)], cohort="pool")
-    for key, queue, pods, gpu in (("a0", "a", 1, 0), ("a1", "a", 8, 0), ("a2", "a", 1, 0), ("ag", "a", 1, 8)):
-        e.submit(gang(key, queue, pods, gpu), 0.0)
-    e.submit(gang("b1", "b", 8, 0), 0.0)
-    assert len(admitted(e.schedule(1.0))) == 5
-    e.submit(gang("wide", "b", 12, 0, t=1.0), 1.0)
-    e.submit(gang("gpus", "b", 1, 8, t=1.1), 1.0)
-    assert admitted(e.schedule(2.0)) == []
-    e.finish("ns/a0", 3.0)
-    assert admitted(e.schedule(3.0)) == []
-    screened = e.screens["b"]
-    e.finish("ns/a2", 3.5)
-    assert admitted(e.schedule(3.5)) == []
-    assert e.screens["b"] == screened  # skipped
-    e.submit(gang("mid", "b", 5, 0, t=4.0), 4.0)
-    assert admitted(e.schedule(4.0)) == []  # 2 cpus free in the cohort
-    e.finish("ns/a1", 4.5)
-    assert admitted(e.schedule(4.5)) == ["mid"]
 
 
 def _older_head(pods: int) -> tuple[CountingEngine, Any]:
