@@ -1098,7 +1098,7 @@ class Engine:
             if not cq.active and not cq.inadmissible:
                 # Nothing queued: a retry would work out what it could take for no gang. Queues
                 # drain unevenly, and a drained one is still retried by every release in its
-                # cohort (100,000 pending: 5.9 such retries per admission).
+                # cohort (100,000 pending: 0.6 such retries per admission).
                 continue
             cq.parked = False
             claims = self._tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
