@@ -122,6 +122,7 @@ class NodePool:
         "nodes",
         "pending",
         "pool_id",
+        "shifts",
         "stale",
         "taints",
         "widths",
@@ -151,6 +152,7 @@ class NodePool:
         self.widths: tuple[int, ...] = tuple(2 for _ in key_resources)
         self.biases: tuple[int, ...] = tuple(2 for _ in key_resources)
         self.name_bytes = 0
+        self.shifts = self._field_shifts()
         self.by_name_code: dict[int, NodeState] = {}
 
     def node_key(self, node: NodeState) -> tuple[Any, ...]:
@@ -184,8 +186,16 @@ class NodePool:
 
     def _probe(self, amount: int) -> int:
         """The least entry with ``amount`` of the first key resource free (a bound for bisects)."""
-        rest = sum(self.widths[1:]) + 8 * self.name_bytes
-        return (amount + self.biases[0]) << rest
+        return (amount + self.biases[0]) << self.shifts[0]
+
+    def _field_shifts(self) -> tuple[int, ...]:
+        """Per key resource, how far its field sits from the low end of an entry (see encode)."""
+        shift = 8 * self.name_bytes
+        shifts = [0] * len(self.widths)
+        for i in range(len(self.widths) - 1, -1, -1):
+            shifts[i] = shift
+            shift += self.widths[i]
+        return tuple(shifts)
 
     def _name_code(self, name: str) -> int:
         raw = bytes(b + 1 for b in name.encode())  # UTF-8 has no 0xff byte
@@ -206,6 +216,7 @@ class NodePool:
         self.widths = tuple(widths)
         self.biases = tuple(1 << (w - 1) for w in widths)
         self.name_bytes = max((len(n.encode()) for n in self.nodes), default=0)
+        self.shifts = self._field_shifts()
         self.by_name_code = {}
         for n in self.nodes.values():
             n.name_code = self._name_code(n.name)
@@ -444,11 +455,7 @@ class NodePool:
         key_resources = self.key_resources
         widths = self.widths
         biases = self.biases
-        shift = 8 * self.name_bytes
-        shifts = [0] * len(widths)
-        for i in range(len(widths) - 1, -1, -1):
-            shifts[i] = shift
-            shift += widths[i]
+        shifts = self.shifts
         for i in range(1, len(key_resources)):
             need = requests.get(key_resources[i])
             if need is None:
