@@ -1571,9 +1571,11 @@ class Engine:
 
     def _try(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> int:
         """Try to admit ``wl`` now; on failure record why. Returns _ADMITTED, _FAILED or _STOP."""
+        # A protected head stays protected while it is tried: the quota it claims back stays
+        # claimed for the reservations worked out meanwhile (other heads' scopes), as it does for
+        # the cycle's gangs. Dropped, another queue's head seemed able to borrow it and fit now,
+        # and gangs behind that head passed it, depending on whose try worked its reservation out.
         was_head = cq.protected_head is wl
-        if was_head:
-            cq.protected_head = None
         cands = self._assignments(cq, wl)
         if cands.never_fits:
             self._set_reason(wl, "NeverFits", cands.message)
