@@ -2106,10 +2106,8 @@ class Engine:
         """
         if self._limited or ctx.now - head.pending_since >= self.config.starvation_timeout:
             return False
-        for key in head.victims:
-            victim = self.workloads.get(key)
-            if victim is not None and victim.state == "Evicting":
-                return False
+        if any(self._stopping(key) for key in head.victims):
+            return False
         if head.key in ctx.capacity_failed:
             return True
         # Or it lacks quota now for every flavor option (the first test of _fits_with).
