@@ -2239,10 +2239,9 @@ class Engine:
                 # claims back from or that the nodes cannot take made 0.31 of them per admission
                 # when they were all worked out first, and 0.06 remain.
                 for a in cands.assignments:
-                    if self._claimed_from(cq, a) or not self._fits_with(cq, head, a, nodes_checked):
+                    if self._claimed_from(cq, a):
                         continue
-                    scope = [] if truncated else self._scope(cq, head, a, now)
-                    if not self._held_back(cq, head, a, scope, nodes_checked, now):
+                    if self._fits_and_held_back(cq, head, a, truncated, nodes_checked, now) is False:
                         result.time = now
                         break
                 if result.time is None and self._running_by_end:
@@ -2252,6 +2251,40 @@ class Engine:
         if not truncated:
             self._reservations[head.key] = result
         return result
+
+    def _fits_and_held_back(
+        self, cq: ClusterQueueState, head: Workload, a: Assignment, truncated: bool, nodes_checked: bool, now: float
+    ) -> bool | None:
+        """None if ``head`` does not fit with ``a`` now (:meth:`_fits_with`), else whether an older
+        head's reservation holds it back (:meth:`_held_back`; none with a ``truncated`` chain).
+
+        When the older heads' reservations are all cached, one what-if placement of ``head``
+        answers both; otherwise they are worked out after the fit test and outside any what-if,
+        as :meth:`_scope` requires, and the head is placed again. At 100,000 pending, 0.2 heads per
+        admission were placed twice, once to learn that they fit and once to hold their place
+        while the older heads' reservations were checked.
+        """
+        for fr, amount in a.usage.items():
+            if amount > self.quota.available(cq.node, fr):
+                return None
+        in_scope = [] if truncated else list(self._heads_in_scope(cq, head, a))
+        scope: list[tuple[Workload, _Reservation]] = []
+        for h in in_scope:
+            info = self._cached_reservation(h, now)
+            if info is None:
+                break
+            scope.append((h, info))
+        else:
+            with Statement(self.quota, self.nodes):
+                if nodes_checked and self._place(head, a, None)[0]:
+                    return None
+                if not scope:
+                    return False
+                self._charge(head, cq, a.usage)
+                return self._reservation_blocks(scope, head, now) is not None
+        if not self._fits_with(cq, head, a, nodes_checked):
+            return None
+        return self._held_back(cq, head, a, self._scope(cq, head, a, now), nodes_checked, now)
 
     def _stopping(self, key: str) -> bool:
         """Is ``key`` a preempted gang that is still stopping (it holds its quota and nodes)?"""
