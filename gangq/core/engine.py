@@ -2282,8 +2282,10 @@ class Engine:
                     return False
                 self._charge(head, cq, a.usage)
                 return self._reservation_blocks(scope, head, now) is not None
-        if not self._fits_with(cq, head, a, nodes_checked):
-            return None
+        if nodes_checked:
+            with Statement(self.quota, self.nodes):
+                if self._place(head, a, None)[0]:
+                    return None
         return self._held_back(cq, head, a, self._scope(cq, head, a, now), nodes_checked, now)
 
     def _stopping(self, key: str) -> bool:
