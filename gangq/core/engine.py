@@ -202,13 +202,16 @@ class _Reservation:
     """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity.
     ``promised``: the first time it was given while the head waits (kept across recomputations)."""
 
-    __slots__ = ("never", "promised", "time", "version")
+    __slots__ = ("claimed", "never", "promised", "time", "version")
 
     def __init__(self, version: int, time: float | None, never: bool) -> None:
         self.version = version
         self.time = time
         self.never = never
         self.promised: float | None = None
+        # Some flavor option was ruled out only by a lender's claim (_claimed_from): the claim
+        # may end within a cycle, when its gang is admitted, and the head fit then.
+        self.claimed = False
 
 
 class Engine:
@@ -2085,13 +2088,23 @@ class Engine:
         return info.time is None and not info.never
 
     def _starving_now(self, head: Workload, ctx: _Cycle) -> bool:
-        """:meth:`_starving` for a head that :meth:`_holding_head` returned, without a what-if
-        placement when it already failed in this cycle for lack of capacity (which only shrinks
-        during a cycle) and has no preempted gangs still stopping: then it has no reservation
-        time (no runtime limits anywhere), so it starves."""
+        """Does ``head`` (which :meth:`_holding_head` returned) starve, and will it for the rest of
+        this cycle? Then a retry of its queue may stop at it.
+
+        Without a what-if placement when it already failed in this cycle for lack of capacity
+        (which only shrinks during a cycle) and has no preempted gangs still stopping: then it has
+        no reservation time (no runtime limits anywhere). Not when only a lender's claim keeps it
+        from fitting (:attr:`_Reservation.claimed`): the claim ends for reservations as soon as
+        the lender's gang is admitted, possibly later in this cycle, and then the head fits and
+        gangs behind it that do not delay it may pass; each is then checked at its turn. Stopping
+        at such a head for the whole cycle decided otherwise than trying every gang does.
+        """
         if head.key in ctx.capacity_failed and not any(self._stopping(key) for key in head.victims):
             return True
-        return self._starving(head, ctx.now)
+        if ctx.now - head.pending_since < self.config.starvation_timeout:
+            return False
+        info = self._reservation(head, ctx.now)
+        return info.time is None and not info.never and not info.claimed
 
     def _not_now(self, head: Workload, ctx: _Cycle) -> bool:
         """Is ``head`` known to hold nothing back now, without computing its reservation?
@@ -2230,7 +2243,7 @@ class Engine:
             result = _Reservation(self._version, None, False)
             truncated = self._reservation_depth >= _MAX_RESERVATION_CHAIN
             if any(self._stopping(key) for key in head.victims):
-                result.time = self._reservation_time(cq, head, cands, truncated, now)
+                result.time = self._reservation_time(cq, head, cands, truncated, now, result)
             else:
                 # Nothing is released first: each assignment's claim, quota and node tests run
                 # before the older heads' reservations are worked out, and those only for an
@@ -2240,6 +2253,7 @@ class Engine:
                 # when they were all worked out first, and 0.06 remain.
                 for a in cands.assignments:
                     if self._claimed_from(cq, a):
+                        result.claimed = True
                         continue
                     if self._fits_and_held_back(cq, head, a, truncated, nodes_checked, now) is False:
                         result.time = now
@@ -2307,10 +2321,17 @@ class Engine:
             self._reservation_depth -= 1
 
     def _reservation_time(
-        self, cq: ClusterQueueState, head: Workload, cands: Candidates, truncated: bool, now: float
+        self,
+        cq: ClusterQueueState,
+        head: Workload,
+        cands: Candidates,
+        truncated: bool,
+        now: float,
+        result: _Reservation,
     ) -> float | None:
         """:meth:`_reservation`'s time for a head whose preempted gangs are still stopping: they
-        count as released, so every scope is worked out first, before that what-if."""
+        count as released, so every scope is worked out first, before that what-if. Marks
+        ``result`` :attr:`~_Reservation.claimed` as :meth:`_reservation` does."""
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         scopes: list[list[tuple[Workload, _Reservation]]] = [
             [] if truncated else self._scope(cq, head, a, now) for a in cands.assignments
@@ -2319,13 +2340,13 @@ class Engine:
             released = self._release_victims(head, "")
             # The claim first: it is the cheaper test, and a gang that borrows what a lender
             # claims back often fits otherwise (a what-if placement of it for nothing).
-            if any(
-                not self._claimed_from(cq, a)
-                and self._fits_with(cq, head, a, nodes_checked)
-                and not self._held_back(cq, head, a, scope, nodes_checked, now)
-                for a, scope in zip(cands.assignments, scopes, strict=True)
-            ):
-                return now
+            for a, scope in zip(cands.assignments, scopes, strict=True):
+                if self._claimed_from(cq, a):
+                    result.claimed = True
+                elif self._fits_with(cq, head, a, nodes_checked) and not self._held_back(
+                    cq, head, a, scope, nodes_checked, now
+                ):
+                    return now
             return self._end_time_fit(cq, head, cands, released, nodes_checked, now)
 
     def _end_time_fit(

@@ -379,6 +379,18 @@ def test_a_head_keeps_its_claim_while_it_is_tried() -> None:
     assert shortcuts == unfiltered
 
 
+def test_a_retry_does_not_stop_at_a_head_that_only_a_claim_keeps_out() -> None:
+    """A retry may stop at a starving head for the rest of the cycle only if the head cannot fit
+    later in it. One that only a lender's claim keeps from borrowing can: the claim ends for
+    reservations when the lender's gang is admitted. In this long random world (starvation
+    timeout 40 s), q0's starving head w64 borrowed what q2 claimed for w81; q2 admitted w81, and
+    the engine that tries every gang then admitted w58 behind w64 (it does not delay w64), while
+    the engine with the retry shortcuts had ended q0's retry at w64 when the cycle began."""
+    shortcuts, unfiltered = _admissions_and_evictions(_random_world(9), starvation_timeout=40)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,
