@@ -1967,12 +1967,23 @@ class Engine:
         Then ``head`` cannot be admitted now either and holds no reservation for now: otherwise
         heads queue up behind one starving gang in a chain, each holding back everything behind
         it although none of them can start."""
-        if not scope:
-            return False
+        return bool(scope) and self._placed_and_held_back(cq, head, a, scope, nodes_checked, now) is not False
+
+    def _placed_and_held_back(
+        self,
+        cq: ClusterQueueState,
+        head: Workload,
+        a: Assignment,
+        scope: list[tuple[Workload, _Reservation]],
+        nodes_checked: bool,
+        now: float,
+    ) -> bool | None:
+        """In a what-if with ``head`` charged and placed: None if its pods do not fit the nodes,
+        else whether an older head's reservation in ``scope`` holds it back."""
         with Statement(self.quota, self.nodes):
             self._charge(head, cq, a.usage)
             if nodes_checked and self._place(head, a, None)[0]:
-                return True
+                return None
             return self._reservation_blocks(scope, head, now) is not None
 
     def _claimed_from(self, cq: ClusterQueueState, a: Assignment) -> bool:
@@ -1986,14 +1997,19 @@ class Engine:
 
     def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
-        for fr, amount in a.usage.items():
-            if amount > self.quota.available(cq.node, fr):
-                return False
+        if not self._fits_quota(cq, a):
+            return False
         if not nodes_checked:
             return True
         with Statement(self.quota, self.nodes):
             why, _, _ = self._place(wl, a, None)
         return not why
+
+    def _fits_quota(self, cq: ClusterQueueState, a: Assignment) -> bool:
+        """Does the quota available to ``cq`` now take assignment ``a``?"""
+        available = self.quota.available
+        node = cq.node
+        return all(amount <= available(node, fr) for fr, amount in a.usage.items())
 
     def _preempt(self, cq: ClusterQueueState, wl: Workload, victims: list[Workload], ctx: _Cycle) -> None:
         new = [v for v in victims if v.state == "Admitted"]
@@ -2278,28 +2294,18 @@ class Engine:
         admission were placed twice, once to learn that they fit and once to hold their place
         while the older heads' reservations were checked.
         """
-        for fr, amount in a.usage.items():
-            if amount > self.quota.available(cq.node, fr):
-                return None
-        in_scope = [] if truncated else list(self._heads_in_scope(cq, head, a))
+        if not self._fits_quota(cq, a):
+            return None
         scope: list[tuple[Workload, _Reservation]] = []
-        for h in in_scope:
+        for h in [] if truncated else self._heads_in_scope(cq, head, a):
             info = self._cached_reservation(h, now)
             if info is None:
                 break
             scope.append((h, info))
         else:
-            with Statement(self.quota, self.nodes):
-                if nodes_checked and self._place(head, a, None)[0]:
-                    return None
-                if not scope:
-                    return False
-                self._charge(head, cq, a.usage)
-                return self._reservation_blocks(scope, head, now) is not None
-        if nodes_checked:
-            with Statement(self.quota, self.nodes):
-                if self._place(head, a, None)[0]:
-                    return None
+            return self._placed_and_held_back(cq, head, a, scope, nodes_checked, now)
+        if not self._fits_with(cq, head, a, nodes_checked):
+            return None
         return self._held_back(cq, head, a, self._scope(cq, head, a, now), nodes_checked, now)
 
     def _stopping(self, key: str) -> bool:
