@@ -1997,8 +1997,10 @@ class Engine:
 
     def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
-        if not self._fits_quota(cq, a):
-            return False
+        return self._fits_quota(cq, a) and self._fits_nodes(wl, a, nodes_checked)
+
+    def _fits_nodes(self, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
+        """Would the pods of ``wl`` with assignment ``a`` fit the nodes now (always, unchecked)?"""
         if not nodes_checked:
             return True
         with Statement(self.quota, self.nodes):
@@ -2117,10 +2119,7 @@ class Engine:
         """
         if head.key in ctx.capacity_failed and not any(self._stopping(key) for key in head.victims):
             return True
-        if ctx.now - head.pending_since < self.config.starvation_timeout:
-            return False
-        info = self._reservation(head, ctx.now)
-        return info.time is None and not info.never and not info.claimed
+        return self._starving(head, ctx.now) and not self._reservation(head, ctx.now).claimed
 
     def _not_now(self, head: Workload, ctx: _Cycle) -> bool:
         """Is ``head`` known to hold nothing back now, without computing its reservation?
@@ -2304,7 +2303,7 @@ class Engine:
             scope.append((h, info))
         else:
             return self._placed_and_held_back(cq, head, a, scope, nodes_checked, now)
-        if not self._fits_with(cq, head, a, nodes_checked):
+        if not self._fits_nodes(head, a, nodes_checked):
             return None
         return self._held_back(cq, head, a, self._scope(cq, head, a, now), nodes_checked, now)
 
