@@ -535,7 +535,8 @@ class Engine:
         self._dirty[cq.name] = None
 
     def _request_quota_retry(self, cq: ClusterQueueState) -> None:
-        """Another queue of ``cq``'s tree gave quota back: retry them all (see _still_short)."""
+        """Another queue of ``cq``'s tree gave quota back, or ended a claim on lent quota: retry
+        them all (see _still_short)."""
         if not cq.retry:
             cq.quota_retry = True
         cq.retry = True
@@ -827,7 +828,7 @@ class Engine:
         """Quota came free in ``cq``: retry ``cq`` and the other queues of its tree (for those,
         nothing changed but the quota given back, see :meth:`_still_short`)."""
         self._request_retry(cq)
-        self._retry_others(cq, quota_only=True)
+        self._retry_others(cq)
 
     @staticmethod
     def _claimed_frs(cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
@@ -847,11 +848,15 @@ class Engine:
             cq.claims_cache = (head, node.usage_version, frs)
         return frs
 
-    def _retry_others(self, cq: ClusterQueueState, quota_only: bool = False) -> None:
+    def _retry_others(self, cq: ClusterQueueState) -> None:
         """More quota may be available to the other queues of ``cq``'s tree: retry them. Called
         when ``cq`` releases quota, and when it stops claiming lent quota back for a waiting gang
         (:meth:`_add_claims`); without the latter, a gang blocked only by the claim ("cannot
         borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated release.
+        Either way a quota retry (:meth:`_still_short` may skip it): a claim that ends raises what
+        a queue may take only where it capped it, and the screen knows those places. As a full
+        retry, the end of a head's claims (its admission) retried the other nine queues of its
+        cohort, and at 100,000 pending 2.5 such retries per admission found no gang to try.
 
         All of them, without first asking whether one of their gangs could use it: that question
         is the one a retry asks first anyway (:meth:`_candidate_bounds`), at the queue's turn in
@@ -864,10 +869,7 @@ class Engine:
         for other in self._tree_queues(cq):
             if other is not cq:
                 self._waiting_reservation.pop(other.name, None)
-                if quota_only:
-                    self._request_quota_retry(other)
-                else:
-                    self._request_retry(other)
+                self._request_quota_retry(other)
 
     def _amount(
         self,
@@ -1329,26 +1331,40 @@ class Engine:
         root = node.top
         released = root.released
         name = cq.name
+        quota = self.quota
+        ancestors = []
+        parent = node.parent
+        while parent is not None:
+            ancestors.append(parent)
+            parent = parent.parent
         entries = []
         for fr in cq.frs_by_resource.get(resource, ()):
-            cap = max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)) if _claimed(claims, fr, name) else -1
-            entries.append((fr, amounts.get(fr), cap, released.get(fr, 0)))
+            # What the queue could take without lenders' claims: a claim may end before the next
+            # check (and one may start), so the check applies the claims in force then.
+            raw = quota.available(node, fr) if _claimed(claims, fr, name) else amounts.get(fr)
+            entries.append((fr, raw, released.get(fr, 0), tuple([a.usage.get(fr, 0) for a in ancestors])))
         cq.screen = (root, least, cq.multi_pod_set > 0, cq.demand_adds, self._config_version, tuple(entries))
 
     def _still_short(self, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]) -> bool:
         """Would a retry of ``cq`` try no gang at all? Asked at the start of a cycle, when all that
-        asked for the retry since the last one is quota given back by other queues of its tree
-        (and freed nodes). In a cohort of ten queues every finished gang retries all ten, and in a
-        full cluster most of them cannot use what it gave back: each retry worked out what the
-        queue could take, from per-queue state that is cold in a large cluster, to find that no
-        gang fits. Here a few counters answer.
+        asked for the retry since the last one is quota given back by other queues of its tree,
+        claims on lent quota that ended, and freed nodes. In a cohort of ten queues every
+        finished gang retries all ten, and in a full cluster most of them cannot use what it gave
+        back: each retry worked out what the queue could take, from per-queue state that is cold
+        in a large cluster, to find that no gang fits. Here a few counters answer.
 
         Exact. The last screen of ``cq`` (:meth:`_note_short`) found that every queued gang needs
-        more of one resource than the queue could get of it. What the queue may take of a
-        flavor-resource grows by at most what its tree gave back of it since (the root's
-        ``released``; admissions only shrink it), and not beyond the queue's unused nominal quota
-        while a lender's claim that held it there still holds. That stands as long as no gang
-        joined the queue (leaving ones only raise the least demand), the queue's own usage did
+        more of one resource than the queue could get of it, and kept, per flavor-resource of that
+        resource, what the queue could take then without lenders' claims. That grows by at most
+        what its tree gave back since (the root's ``released``; admissions only shrink it), and by
+        at most the drop in usage, since, of the cohorts above the queue (a cohort's share of the
+        quota rises by no more than its usage falls; in a full cohort another queue soon takes
+        what one gives back, and counted alone, what was given back soon let every gang in
+        again). A lender's claim in force now caps it at the queue's unused nominal quota, as
+        :meth:`_amount` does; one that ended since is no reason to retry in full (a head's
+        admission ends its claims and retries the other queues of its cohort: at 100,000 pending
+        2.5 such retries per admission found every gang still short). That stands as long as no
+        gang joined the queue (leaving ones only raise the least demand), the queue's own usage did
         not drop (its own releases discard the screen), and the configuration is the same. If
         even those bounds leave every gang short, the retry's candidates would be empty, and it
         would try nothing if it looks at candidates only (:meth:`_retry_walks_candidates`).
@@ -1362,12 +1378,24 @@ class Engine:
         released = root.released
         name = cq.name
         total = 0
-        for fr, amount, cap, mark in entries:
-            most = amount + released.get(fr, 0) - mark
-            if cap >= 0:
-                if not _claimed(claims, fr, name):
-                    return False
-                most = min(most, cap)
+        usage, nominal = cq.node.usage, cq.node.nominal
+        for fr, amount, mark, used in entries:
+            gain = released.get(fr, 0) - mark
+            if gain > 0:
+                # No more than the cohorts above the queue stopped using: what was given back and
+                # then taken by other queues' admissions does not count.
+                drop = 0
+                parent = cq.node.parent
+                for then in used:
+                    assert parent is not None  # the same tree (same configuration)
+                    now = parent.usage.get(fr, 0)
+                    if now < then:
+                        drop += then - now
+                    parent = parent.parent
+                gain = min(gain, drop)
+            most = amount + gain
+            if _claimed(claims, fr, name):
+                most = min(most, max(0, nominal.get(fr, 0) - usage.get(fr, 0)))  # as _amount does
             if split:
                 total += most
             elif most >= least:

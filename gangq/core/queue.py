@@ -249,9 +249,11 @@ class ClusterQueueState:
         self.screen_first = ""
         # What that showed, for Engine._still_short: (tree root, what the least demanding gang
         # needs of that resource, whether its flavors add up, gangs joined, config version, and
-        # per flavor-resource of it: what the queue could get, the most a lender's claim let it
-        # get (-1: no claim), the root's ``released`` of it).
-        self.screen: tuple[QuotaNode, int, bool, int, int, tuple[tuple[FlavorResource, int, int, int], ...]] | None
+        # per flavor-resource of it: what the queue could get without lenders' claims, the root's
+        # ``released`` of it, and each cohort's usage of it above the queue, nearest first).
+        self.screen: (
+            tuple[QuotaNode, int, bool, int, int, tuple[tuple[FlavorResource, int, int, tuple[int, ...]], ...]] | None
+        )
         self.screen = None
         # (protected head, quota usage version) -> the flavor-resources it claims back.
         self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())

@@ -1,7 +1,7 @@
-"""A queue retried only because other queues of its cohort gave quota back is skipped while that
-quota cannot make any of its gangs fit (Engine._still_short), and retried in full as soon as it
-could; a head's reservation works out the older heads' reservations only for a flavor option
-that fits (Engine._reservation)."""
+"""A queue retried only because other queues of its cohort gave quota back (or ended a claim on
+lent quota) is skipped while that cannot make any of its gangs fit (Engine._still_short), and
+retried in full as soon as it could; a head's reservation works out the older heads'
+reservations only for a flavor option that fits (Engine._reservation)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,91 @@ def test_a_gang_joining_the_queue_ends_the_skip() -> None:
     before = e.screens["b"]
     e.schedule(4.0)
     assert e.screens["b"] == before + 1  # screened again, not skipped
+
+
+def _given_back_and_taken(engine_class: type[CountingEngine]) -> tuple[list[tuple[float, list[str]]], list[int]]:
+    """After b's screen (a0's 1 cpu free, big short of 11), a gives back 8, then 7, and each time
+    a gang of a that waited takes it again in the cycle that follows: b's big never fits until
+    a3 and a4 finish with nobody to take their cpus. What each cycle admits, and b's screens."""
+    e = _cohort(engine_class)
+    e.finish("ns/a0", 3.0)
+    assert admitted(e.schedule(3.0)) == []
+    log = []
+    screens = [e.screens["b"]]
+    for t, submit, pods, finish in ((3.5, "a3", 8, "a1"), (4.5, "a4", 7, "a2")):
+        e.submit(gang(submit, "a", pods, 0, t=t), t)
+        assert admitted(e.schedule(t)) == []  # 1 cpu free in the cohort
+        e.finish(f"ns/{finish}", t + 0.5)
+        log.append((t + 0.5, admitted(e.schedule(t + 0.5))))
+        screens.append(e.screens["b"])
+        e.check_invariants()
+    for t, finish in ((6.0, "a3"), (7.0, "a4")):
+        e.finish(f"ns/{finish}", t)
+        log.append((t, admitted(e.schedule(t))))
+        screens.append(e.screens["b"])
+    return log, screens
+
+
+def test_quota_given_back_and_taken_again_does_not_retry_a_short_queue() -> None:
+    """The cohort's usage, not only what was given back, bounds what b could take: after a2,
+    15 cpus were given back since b's screen but only 7 are free, and 1 + 7 is short of 12."""
+    log, screens = _given_back_and_taken(CountingEngine)
+    assert log == [(4.0, ["a3"]), (5.0, ["a4"]), (6.0, []), (7.0, ["big"])]
+    assert screens[0] == screens[1] == screens[2] == screens[3]  # skipped at 4, 5 and 6
+    assert screens[4] > screens[3]  # a4's 7 more: 16 free, and big is admitted
+
+
+def test_the_cohort_usage_bound_changes_no_decision() -> None:
+    log, screens = _given_back_and_taken(UnscreenedEngine)
+    assert screens[0] < screens[1] < screens[2]
+    assert log == _given_back_and_taken(CountingEngine)[0]
+
+
+def _claimed_then_admitted(engine_class: type[CountingEngine]) -> tuple[CountingEngine, list[list[str]], int]:
+    """Cohort of a (16 cpus), b (8) and c (4). b runs b1 (8) and b2 (12, borrowed), c runs c1
+    (4): 4 cpus are free, too few for b's ``big`` (12) and a's ``wide`` (8). wide fits a's
+    unused quota, so a claims back what it lent. c1 finishes: b's turn comes first (big is
+    older), and b may take none of the 8 free under the claim: it is screened short. Then wide
+    is admitted, and its claim ends. Returns the engine, what the two schedules admit, and b's
+    screens after the first one."""
+    e = engine_class(EngineConfig(pods_ready_timeout=None))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "cpu", 4, gpu=0)
+    add_queue(e, "a", [quota("cpu", 16, 0)], cohort="pool")
+    add_queue(e, "b", [quota("cpu", 8, 0)], cohort="pool")
+    add_queue(e, "c", [quota("cpu", 4, 0)], cohort="pool")
+    for key, queue, pods in (("b1", "b", 8), ("b2", "b", 12), ("c1", "c", 4)):
+        e.submit(gang(key, queue, pods, 0), 0.0)
+    assert sorted(admitted(e.schedule(1.0))) == ["b1", "b2", "c1"]
+    e.submit(gang("big", "b", 12, 0, t=0.5), 1.0)
+    e.submit(gang("wide", "a", 8, 0, t=1.0), 1.0)
+    log = [admitted(e.schedule(2.0))]
+    assert e.workloads["ns/wide"].reason == "InsufficientQuota"
+    assert e.cluster_queues["a"].protected_head is e.workloads["ns/wide"]
+    screens = e.screens.get("b", 0)
+    e.finish("ns/c1", 3.0)
+    log.append(admitted(e.schedule(3.0)))
+    e.check_invariants()
+    return e, log, screens
+
+
+def test_a_claim_that_ends_does_not_retry_a_queue_still_short_without_it() -> None:
+    """Without the claim b could have taken 8 cpus at its screen, and the cohort's usage has not
+    dropped since (wide took 8 more): 8 is short of big's 12, so b is not retried in full when
+    wide's admission ends the claim."""
+    e, log, screens = _claimed_then_admitted(CountingEngine)
+    assert log == [[], ["wide"]]
+    assert e.screens["b"] == screens + 1  # the screen under the claim, then none
+    big = e.workloads["ns/big"]
+    assert big.state == "Pending" and big.reason == "InsufficientQuota"
+    e.finish("ns/b2", 4.0)  # b's own release: 12 free, and big fits
+    assert admitted(e.schedule(4.0)) == ["big"]
+
+
+def test_the_ended_claim_bound_changes_no_decision() -> None:
+    e, log, screens = _claimed_then_admitted(UnscreenedEngine)
+    assert e.screens["b"] == screens + 2  # retried again when the claim ended
+    assert log == _claimed_then_admitted(CountingEngine)[1]
 
 
 def _older_head(pods: int) -> tuple[CountingEngine, Any]:
