@@ -854,8 +854,8 @@ class Engine:
         (:meth:`_add_claims`); without the latter, a gang blocked only by the claim ("cannot
         borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated release.
         Either way a quota retry (:meth:`_still_short` may skip it): a claim that ends raises what
-        a queue may take only where it capped it, and the screen knows those places. As a full
-        retry, the end of a head's claims (its admission) retried the other nine queues of its
+        a queue may take only where it capped it, and the screen knows those places. As full
+        retries, the end of a head's claims (its admission) retried every other queue of its
         cohort, and at 100,000 pending 2.5 such retries per admission found no gang to try.
 
         All of them, without first asking whether one of their gangs could use it: that question
