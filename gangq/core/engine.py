@@ -394,7 +394,7 @@ class Engine:
         self.pods[pod.key] = pod
         wl = self.workloads.get(pod.workload) if pod.workload else None
         if wl is not None:
-            wl.pods[pod.key] = None
+            wl.pods[pod.key] = False
         if wl is not None and wl.state in ("Admitted", "Evicting"):
             self._bind_gang_pod(wl, pod)
         elif node is not None:
@@ -409,12 +409,12 @@ class Engine:
         if pod is None:
             return
         wl = self.workloads.get(pod.workload) if pod.workload else None
-        if wl is not None:
-            wl.pods.pop(key, None)
+        held = wl.pods.pop(key, False) if wl is not None else False
         node = self.nodes.nodes.get(pod.node)
         if node is not None:
             self.nodes.allocate(node, pod.requests, -1)
-        if wl is not None and pod.node in wl.held:
+        if held:
+            assert wl is not None
             wl.hold(pod.node, pod.requests, -1)
         if pod.running and wl is not None and wl.state == "Admitted":
             self._count_running(wl, -1)
@@ -455,6 +455,7 @@ class Engine:
         if node is not None:
             self.nodes.allocate(node, pod.requests, 1)
         wl.hold(pod.node, pod.requests, 1)
+        wl.pods[pod.key] = True
         self._version += 1
 
     def pods_ready(self, key: str, ready: bool = True) -> None:
@@ -796,7 +797,7 @@ class Engine:
         for fr, amount in released.items():
             self.quota.add_usage(cq.node, fr, -amount)
             given_back[fr] = given_back.get(fr, 0) + amount
-        bound = bool(wl.pods)
+        bound = any(wl.pods.values())  # pods that hold capacity for it
         for (ps_index, node_name), count in wl.planned.items():
             node = self.nodes.nodes.get(node_name)
             req = wl.spec.pod_sets[ps_index].requests
@@ -2574,6 +2575,18 @@ class Engine:
             for fr in set(usage) | set(cq.node.usage):
                 assert usage.get(fr, 0) == cq.node.usage.get(fr, 0), (cq.name, fr)
         for wl in self.workloads.values():
+            if wl.state in ("Admitted", "Evicting"):
+                # What it holds: its planned pods and the pods bound while it was admitted.
+                held: dict[str, dict[str, int]] = {}
+                slots = [(node, wl.spec.pod_sets[index].requests, count) for (index, node), count in wl.planned.items()]
+                slots += [(self.pods[key].node, self.pods[key].requests, 1) for key, holds in wl.pods.items() if holds]
+                for node, requests, count in slots:
+                    amounts = held.setdefault(node, {})
+                    for resource, amount in requests.items():
+                        amounts[resource] = amounts.get(resource, 0) + amount * count
+                expected = {n: a for n, a in held.items() if any(a.values())}
+                actual = {n: {r: v for r, v in a.items() if v} for n, a in wl.held.items() if any(a.values())}
+                assert actual == {n: {r: v for r, v in a.items() if v} for n, a in expected.items()}, wl.key
             if wl.state == "Pending":
                 assert wl.reason, wl.key
                 assert not wl.planned and all(not any(h.values()) for h in wl.held.values()), wl.key

@@ -130,7 +130,10 @@ class Workload:
         self.admit_count = 0
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
-        self.pods: dict[str, None] = {}
+        # Its pods bound to nodes (Engine.update_pod), each with whether it holds node capacity for
+        # the gang (``held``): bound while the gang was admitted. One bound before the admission
+        # (a JobSet that arrived unsuspended) uses its node like any other pod.
+        self.pods: dict[str, bool] = {}
         # Gangs this one preempted (see Engine._reservation): their capacity is promised to it.
         self.victims: tuple[str, ...] = ()
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
