@@ -413,8 +413,7 @@ class Engine:
         node = self.nodes.nodes.get(pod.node)
         if node is not None:
             self.nodes.allocate(node, pod.requests, -1)
-        if held:
-            assert wl is not None
+        if wl is not None and held:
             wl.hold(pod.node, pod.requests, -1)
         if pod.running and wl is not None and wl.state == "Admitted":
             self._count_running(wl, -1)
@@ -2584,9 +2583,7 @@ class Engine:
                     amounts = held.setdefault(node, {})
                     for resource, amount in requests.items():
                         amounts[resource] = amounts.get(resource, 0) + amount * count
-                expected = {n: a for n, a in held.items() if any(a.values())}
-                actual = {n: {r: v for r, v in a.items() if v} for n, a in wl.held.items() if any(a.values())}
-                assert actual == {n: {r: v for r, v in a.items() if v} for n, a in expected.items()}, wl.key
+                assert _nonzero(wl.held) == _nonzero(held), wl.key
             if wl.state == "Pending":
                 assert wl.reason, wl.key
                 assert not wl.planned and all(not any(h.values()) for h in wl.held.values()), wl.key
@@ -2594,6 +2591,12 @@ class Engine:
                 assert in_queue != (wl.key in self._unrouted), wl.key
         if self.quota.log is not None or self.nodes.log is not None:
             raise AssertionError("a statement was left open")
+
+
+def _nonzero(held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Amounts per node and resource, without the zero ones (for comparisons)."""
+    out = {node: {r: v for r, v in amounts.items() if v} for node, amounts in held.items()}
+    return {node: amounts for node, amounts in out.items() if amounts}
 
 
 __all__ = ["Engine", "SpecError"]
