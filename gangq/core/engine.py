@@ -19,6 +19,7 @@ import bisect
 import heapq
 import logging
 from collections.abc import Iterator, Mapping
+from typing import Literal
 
 from gangq.core.chunks import SortedChunks
 from gangq.core.config import EngineConfig
@@ -492,11 +493,7 @@ class Engine:
             ):
                 still[name] = pools
                 continue
-            if not cq.retry:
-                cq.node_retry = True  # so far only freed nodes ask for it: see _node_retry
-                cq.quota_retry = True
-            cq.retry = True
-            self._dirty[name] = None
+            self._request_retry(cq, "nodes")
         self._waiting_nodes = still
         for name in self._waiting_reservation:
             cq = self.cluster_queues.get(name)
@@ -527,20 +524,24 @@ class Engine:
             if known is not None and (pools is None or not pools.issubset(known)):
                 waiting[cq.name] = None if pools is None else known | pools
 
-    def _request_retry(self, cq: ClusterQueueState) -> None:
-        """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all."""
-        cq.retry = True
-        cq.node_retry = False
-        cq.quota_retry = False
-        self._dirty[cq.name] = None
+    def _request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
+        """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all.
 
-    def _request_quota_retry(self, cq: ClusterQueueState) -> None:
-        """Another queue of ``cq``'s tree gave quota back, or ended a claim on lent quota: retry
-        them all (see _still_short)."""
-        if not cq.retry:
-            cq.quota_retry = True
+        ``why`` names a change that the retry shortcuts know to be all there is, as long as
+        nothing else asks for the retry before the next cycle: ``"quota"``, quota given back by
+        another queue of ``cq``'s tree or a claim on lent quota that ended (see _still_short);
+        ``"nodes"``, node capacity that came free (see _node_retry).
+        """
+        first = not cq.retry
         cq.retry = True
-        cq.node_retry = False
+        if not why:
+            cq.node_retry = cq.quota_retry = False
+        elif why == "quota":
+            cq.node_retry = False
+            if first:
+                cq.quota_retry = True
+        elif first:
+            cq.node_retry = cq.quota_retry = True
         self._dirty[cq.name] = None
 
     # ------------------------------------------------------------------------------------------
@@ -869,7 +870,7 @@ class Engine:
         for other in self._tree_queues(cq):
             if other is not cq:
                 self._waiting_reservation.pop(other.name, None)
-                self._request_quota_retry(other)
+                self._request_retry(other, "quota")
 
     def _amount(
         self,
