@@ -1343,7 +1343,7 @@ class Engine:
             # What the queue could take without lenders' claims: a claim may end before the next
             # check (and one may start), so the check applies the claims in force then.
             raw = quota.available(node, fr) if _claimed(claims, fr, name) else amounts.get(fr)
-            entries.append((fr, raw, released.get(fr, 0), tuple([a.usage.get(fr, 0) for a in ancestors])))
+            entries.append((fr, raw, released.get(fr, 0), tuple([(a, a.usage.get(fr, 0)) for a in ancestors])))
         cq.screen = (root, least, cq.multi_pod_set > 0, cq.demand_adds, self._config_version, tuple(entries))
 
     def _still_short(self, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]) -> bool:
@@ -1386,13 +1386,10 @@ class Engine:
                 # No more than the cohorts above the queue stopped using: what was given back and
                 # then taken by other queues' admissions does not count.
                 drop = 0
-                parent = cq.node.parent
-                for then in used:
-                    assert parent is not None  # the same tree (same configuration)
-                    now = parent.usage.get(fr, 0)
+                for cohort, then in used:
+                    now = cohort.usage.get(fr, 0)
                     if now < then:
                         drop += then - now
-                    parent = parent.parent
                 gain = min(gain, drop)
             most = amount + gain
             if _claimed(claims, fr, name):

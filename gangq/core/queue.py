@@ -250,9 +250,17 @@ class ClusterQueueState:
         # What that showed, for Engine._still_short: (tree root, what the least demanding gang
         # needs of that resource, whether its flavors add up, gangs joined, config version, and
         # per flavor-resource of it: what the queue could get without lenders' claims, the root's
-        # ``released`` of it, and each cohort's usage of it above the queue, nearest first).
+        # ``released`` of it, and each cohort above the queue with its usage of it).
         self.screen: (
-            tuple[QuotaNode, int, bool, int, int, tuple[tuple[FlavorResource, int, int, tuple[int, ...]], ...]] | None
+            tuple[
+                QuotaNode,
+                int,
+                bool,
+                int,
+                int,
+                tuple[tuple[FlavorResource, int, int, tuple[tuple[QuotaNode, int], ...]], ...],
+            ]
+            | None
         )
         self.screen = None
         # (protected head, quota usage version) -> the flavor-resources it claims back.
