@@ -12,6 +12,10 @@ The compiled build is optional, never required:
 - editable installs (``pip install -e .``) always use the source, so that edits take effect;
 - without mypyc or a C compiler the build warns and falls back to the pure-Python core.
 
+It also builds ``gangq._hugearena`` (``gangq/_hugearena.c``), the arena allocator that puts the
+controller's small objects on transparent huge pages (gangq/huge_pages.py), in editable installs
+too (it has no Python twin to shadow). Also optional: without it gangq runs on regular pages.
+
 Everything else (metadata, dependencies, entry points) lives in ``pyproject.toml``.
 """
 
@@ -23,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -33,6 +37,7 @@ PURE_ENV = "GANGQ_PURE_PYTHON"
 # Not compiled: the package's __init__, and errors.py, whose SpecError the API layer subclasses
 # (a compiled class cannot have interpreted subclasses).
 _PURE = ("__init__.py", "errors.py")
+ARENA = "gangq._hugearena"
 
 
 def _warn(message: str) -> None:
@@ -69,23 +74,54 @@ def _core_extensions() -> list[Any]:
         return []
 
 
-class OptionalBuildExt(build_ext):
-    """Build the compiled core, or nothing: a missing compiler falls back to the pure core.
+def _arena_extensions() -> list[Any]:
+    if not (_editable() or _builds_extensions()):
+        return []
+    return [Extension(ARENA, ["gangq/_hugearena.c"])]
 
-    All or nothing, because mypyc's per-module shims import one shared library: a partial build
-    would leave modules that cannot be imported.
+
+class OptionalBuildExt(build_ext):
+    """Build the compiled core, or none of it: a missing compiler falls back to the pure core.
+    The arena allocator is built, or not, on its own.
+
+    The core is all or nothing, because mypyc's per-module shims import one shared library: a
+    partial build would leave modules that cannot be imported.
     """
 
     def run(self) -> None:
         try:
             super().run()
+        except Exception as exc:  # no compiler at all, say
+            _warn(f"building extensions failed ({exc}): installing the pure-Python core, regular pages")
+            self._drop(self.extensions)
+
+    def build_extensions(self) -> None:
+        self.check_extensions_list(self.extensions)
+        arena = [ext for ext in self.extensions if ext.name == ARENA]
+        core = [ext for ext in self.extensions if ext.name != ARENA]
+        built = []
+        for ext in arena:
+            try:
+                self.build_extension(ext)
+                built.append(ext)
+            except Exception as exc:
+                _warn(f"building the huge-page arena allocator failed ({exc}): gangq will use regular pages")
+                self._drop([ext])
+        try:
+            for ext in core:
+                self.build_extension(ext)
+            built.extend(core)
         except Exception as exc:
             _warn(f"compiling gangq/core failed ({exc}): installing the pure-Python core")
-            for ext in self.extensions:
-                path = Path(self.get_ext_fullpath(ext.name))
-                if path.exists():
-                    path.unlink()
-            self.extensions = []
+            self._drop(core)
+        self.extensions = built
+
+    def _drop(self, extensions: list[Any]) -> None:
+        for ext in extensions:
+            path = Path(self.get_ext_fullpath(ext.name))
+            if path.exists():
+                path.unlink()
+        self.extensions = [ext for ext in self.extensions if ext not in extensions]
 
 
 class BuildPyWithData(build_py):
@@ -107,6 +143,6 @@ class BuildPyWithData(build_py):
 
 
 setup(
-    ext_modules=_core_extensions(),
+    ext_modules=_core_extensions() + _arena_extensions(),
     cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithData},
 )
