@@ -27,7 +27,7 @@ static int installed = 0;
 static size_t arena_size = 0; /* the size pymalloc asks for (all its arenas have one size) */
 
 /* Regions reserved so far, oldest first, and the unused tail of the newest. */
-static char **regions = NULL;
+static void **regions = NULL;
 static size_t n_regions = 0, cap_regions = 0;
 static char *bump = NULL, *bump_end = NULL;
 
@@ -57,7 +57,7 @@ static char *reserve_region(void) {
     char *end = start + REGION;
     if (start > raw) munmap(raw, (size_t)(start - raw));
     if (raw + length > end) munmap(end, (size_t)(raw + length - end));
-    if (grow((void ***)&regions, &cap_regions, n_regions + 1) < 0) {
+    if (grow(&regions, &cap_regions, n_regions + 1) < 0) {
         munmap(start, REGION);
         return NULL;
     }
@@ -69,7 +69,8 @@ static char *reserve_region(void) {
 static int ours(void *ptr) {
     char *p = ptr;
     for (size_t i = n_regions; i-- > 0;) { /* newest first: most arenas live there */
-        if (p >= regions[i] && p < regions[i] + REGION) return 1;
+        char *start = regions[i];
+        if (p >= start && p < start + REGION) return 1;
     }
     return 0;
 }
@@ -160,8 +161,8 @@ static PyObject *regions_list(PyObject *self, PyObject *unused) {
     PyObject *out = PyList_New((Py_ssize_t)n_regions);
     if (out == NULL) return NULL;
     for (size_t i = 0; i < n_regions; i++) {
-        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)regions[i],
-                                       (unsigned long long)((uintptr_t)regions[i] + REGION));
+        uintptr_t start = (uintptr_t)regions[i];
+        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)start, (unsigned long long)(start + REGION));
         if (pair == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -178,6 +179,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gangq._hugearena", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gangq._hugearena", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__hugearena(void) { return PyModule_Create(&module); }
