@@ -22,6 +22,7 @@ a controller.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from dataclasses import dataclass
@@ -57,9 +58,7 @@ def thp_mode(path: Path = THP_ENABLED) -> str | None:
 
 
 def _extension() -> Any:
-    from gangq import _hugearena  # type: ignore[attr-defined]  # a C extension (setup.py)
-
-    return _hugearena
+    return importlib.import_module("gangq._hugearena")  # a C extension (setup.py)
 
 
 def use_huge_pages(thp_path: Path = THP_ENABLED) -> HugePages:
@@ -87,6 +86,11 @@ def use_huge_pages(thp_path: Path = THP_ENABLED) -> HugePages:
         log.debug("pymalloc arenas on transparent huge pages (mode %s)", mode)
     else:
         log.info("pymalloc arenas on regular pages: %s", _state.reason)
+    return _state
+
+
+def state() -> HugePages | None:
+    """What :func:`use_huge_pages` answered in this process (None: not called)."""
     return _state
 
 

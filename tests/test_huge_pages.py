@@ -144,3 +144,14 @@ def test_not_installed_where_transparent_huge_pages_are_off(tmp_path: Path, monk
     assert huge_pages.use_huge_pages(missing).reason == (
         f"transparent huge pages are not enabled (mode: unknown, {missing})"
     )
+
+
+def test_controller_log_says_where_arenas_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gangq.operator.controller import _arenas
+
+    monkeypatch.setattr(huge_pages, "_state", None)
+    assert _arenas() == "arenas on regular pages"
+    monkeypatch.setattr(huge_pages, "_state", huge_pages.HugePages(True))
+    assert _arenas() == "arenas on huge pages"
+    monkeypatch.setattr(huge_pages, "_state", huge_pages.HugePages(False, f"switched off ({huge_pages.ENV}=0)"))
+    assert _arenas() == f"arenas on regular pages: switched off ({huge_pages.ENV}=0)"
