@@ -93,7 +93,8 @@ class OptionalBuildExt(build_ext):
             super().run()
         except Exception as exc:  # no compiler at all, say
             _warn(f"building extensions failed ({exc}): installing the pure-Python core, regular pages")
-            self._drop(self.extensions)
+            self._remove_outputs(self.extensions)
+            self.extensions = []
 
     def build_extensions(self) -> None:
         self.check_extensions_list(self.extensions)
@@ -106,22 +107,21 @@ class OptionalBuildExt(build_ext):
                 built.append(ext)
             except Exception as exc:
                 _warn(f"building the huge-page arena allocator failed ({exc}): gangq will use regular pages")
-                self._drop([ext])
+                self._remove_outputs([ext])
         try:
             for ext in core:
                 self.build_extension(ext)
             built.extend(core)
         except Exception as exc:
             _warn(f"compiling gangq/core failed ({exc}): installing the pure-Python core")
-            self._drop(core)
+            self._remove_outputs(core)
         self.extensions = built
 
-    def _drop(self, extensions: list[Any]) -> None:
+    def _remove_outputs(self, extensions: list[Any]) -> None:
         for ext in extensions:
             path = Path(self.get_ext_fullpath(ext.name))
             if path.exists():
                 path.unlink()
-        self.extensions = [ext for ext in self.extensions if ext not in extensions]
 
 
 class BuildPyWithData(build_py):

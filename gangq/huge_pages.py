@@ -94,24 +94,26 @@ def state() -> HugePages | None:
     return _state
 
 
+def _built() -> Any | None:
+    """The allocator's extension module, or None where it is not built."""
+    try:
+        return _extension()
+    except ImportError:
+        return None
+
+
 def stats() -> dict[str, Any]:
     """The arena allocator's counters (``installed``, ``regions``, ``arenas_allocated`` …), or
     ``{"installed": False}`` where it is not built."""
-    try:
-        ext = _extension()
-    except ImportError:
-        return {"installed": False}
-    result: dict[str, Any] = ext.stats()
+    ext = _built()
+    result: dict[str, Any] = ext.stats() if ext is not None else {"installed": False}
     return result
 
 
 def regions() -> list[tuple[int, int]]:
     """The address ranges (start, end) reserved for arenas so far (empty where not built)."""
-    try:
-        ext = _extension()
-    except ImportError:
-        return []
-    return [(int(a), int(b)) for a, b in ext.regions()]
+    ext = _built()
+    return [] if ext is None else [(int(a), int(b)) for a, b in ext.regions()]
 
 
 def huge_page_kb(smaps: Path = Path("/proc/self/smaps")) -> int:
