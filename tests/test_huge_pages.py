@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -81,7 +82,7 @@ def _run(env: dict[str, str] | None = None) -> dict[str, object]:
 
 def _compiler() -> bool:
     cc = sysconfig.get_config_var("CC") or "cc"
-    return any((Path(d) / cc.split()[0]).exists() for d in os.environ.get("PATH", "").split(os.pathsep))
+    return shutil.which(cc.split()[0]) is not None
 
 
 def test_arenas_come_from_huge_page_regions_and_go_back_when_freed() -> None:
