@@ -58,7 +58,7 @@ from gangq.core.model import (
     WorkloadSpec,
     flavor_resource,
 )
-from gangq.core.nodes import NodeIndex, NodePool
+from gangq.core.nodes import NodeIndex, NodePool, NodeState
 from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
 from gangq.core.queue import ClusterQueueState, merge_keys
 from gangq.core.quota import QuotaNode, QuotaTree
@@ -200,16 +200,14 @@ class _Cycle:
 
 
 class _Reservation:
-    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity.
-    ``promised``: the first time it was given while the head waits (kept across recomputations)."""
+    """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
 
-    __slots__ = ("claimed", "never", "promised", "time", "version")
+    __slots__ = ("claimed", "never", "time", "version")
 
-    def __init__(self, version: int, time: float | None, never: bool) -> None:
-        self.version = version
+    def __init__(self, version: tuple[int, int], time: float | None, never: bool) -> None:
+        self.version = version  # (capacity version, heads version) it was worked out in
         self.time = time
         self.never = never
-        self.promised: float | None = None
         # Some flavor option was ruled out only by a lender's claim (_claimed_from): the claim
         # may end within a cycle, when its gang is admitted, and the head fit then.
         self.claimed = False
@@ -253,6 +251,8 @@ class Engine:
         self._version = 0  # bumped on every capacity change (reservation cache key)
         self._config_version = 0  # bumped on every spec change (flavor-choice cache key)
         self._reservations: dict[str, _Reservation] = {}
+        # Per waiting head: the reservation time it was first held to (see _reservation_blocks).
+        self._promised: dict[str, float] = {}
         self._reservation_depth = 0  # nesting of _reservation through older heads (see there)
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
@@ -340,6 +340,7 @@ class Engine:
         self._version += 1
         self._config_version += 1
         self._reservations.clear()
+        self._promised.clear()
         self._shapes.clear()
         self._groups.clear()
         for cq in self.cluster_queues.values():
@@ -374,12 +375,27 @@ class Engine:
     # ------------------------------------------------------------------------------------------
 
     def upsert_node(self, spec: NodeSpec) -> None:
+        old = self.nodes.nodes.get(spec.name)
+        changed = old is not None and not _same_node(old, spec)
         self.nodes.upsert(spec)
+        if changed:
+            self._nodes_changed()
         self._capacity_freed_nodes()
 
     def delete_node(self, name: str) -> None:
         if self.nodes.remove(name) is not None:
             self._version += 1
+            self._nodes_changed()
+
+    def _nodes_changed(self) -> None:
+        """A node left, or changed its capacity, labels, taints or schedulability: a protected
+        head may no longer fit even an empty cluster, and then it holds back nothing behind it
+        (see :meth:`_holding_head`). Its queue's gangs are retried: a node that only shrank
+        frees nothing, and without this retry they waited, held back by a head that could never
+        start, until some unrelated change retried the queue."""
+        for cq in self.cluster_queues.values():
+            if cq.protected_head is not None:
+                self._request_retry(cq)
 
     def update_pod(self, pod: PodInfo) -> None:
         """A pod is bound to a node (or changed phase). Pods of admitted gangs replace the gang's
@@ -594,6 +610,7 @@ class Engine:
         wl.state = "Finished"
         self._updates.pop(key, None)
         self._reservations.pop(key, None)
+        self._promised.pop(key, None)
         self._limited.pop(key, None)
         self._never.pop(key, None)
 
@@ -1033,6 +1050,13 @@ class Engine:
             )
         )
         self._version += 1
+        # A waiting gang that may preempt can take a stopping gang as its victim ("already
+        # evicted first") and so hold its capacity from the moment it is free; without this
+        # retry it competed for that capacity with every other gang once the eviction was done,
+        # unless some unrelated change happened to retry its queue first.
+        for other in self._tree_queues(cq):
+            if self._may_preempt(other):
+                self._request_retry(other)
 
     def _run_drains(self, now: float, decisions: list[Decision]) -> None:
         if not self._drain:
@@ -1620,8 +1644,11 @@ class Engine:
         reclaimer: Workload | None = None
         for a in quota_ok:
             if a.borrowing:
-                reclaimer = self._reclaimer(cq, a, ctx)
-                if reclaimer is not None:
+                claimer = self._reclaimer(cq, a, ctx)
+                if claimer is not None:
+                    # Kept when a later option fails otherwise: the gang did not lack capacity
+                    # only, and may fit later in the cycle, once the lender's gang is admitted.
+                    reclaimer = claimer
                     continue
             in_scope = [h for h in self._heads_in_scope(cq, wl, a) if not self._not_now(h, ctx)]
             stmt = Statement(self.quota, self.nodes)
@@ -1869,6 +1896,7 @@ class Engine:
                 ):
                     self._retry_others(cq)
         self._reservations.pop(wl.key, None)
+        self._promised.pop(wl.key, None)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit
             self._running_by_end.add((wl.end_time, wl.seq, wl.key))
@@ -2010,7 +2038,7 @@ class Engine:
             self._charge(head, cq, a.usage)
             if nodes_checked and self._place(head, a, None)[0]:
                 return None
-            return self._reservation_blocks(scope, head, now) is not None
+            return self._reservation_blocks(scope, head, now, promise=False) is not None
 
     def _claimed_from(self, cq: ClusterQueueState, a: Assignment) -> bool:
         """Would ``a`` borrow quota that a lender claims back now? A head that fits only that way
@@ -2055,6 +2083,10 @@ class Engine:
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
         wl.victims = tuple(v.key for v in victims)
+        # Its reservation counts its stopping victims as released: one worked out before (in this
+        # capacity version, so still cached) said otherwise, and the retries that skip gangs
+        # work it out again later than the engine that tries every gang does.
+        self._reservations.pop(wl.key, None)
         self._note_head(cq, wl, ctx)
         self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
 
@@ -2063,7 +2095,7 @@ class Engine:
     # ------------------------------------------------------------------------------------------
 
     def _reservation_blocks(
-        self, heads: list[tuple[Workload, _Reservation]], wl: Workload, now: float
+        self, heads: list[tuple[Workload, _Reservation]], wl: Workload, now: float, promise: bool = True
     ) -> Workload | None:
         """A starving head that admitting ``wl`` (already charged in a statement) would delay.
 
@@ -2075,7 +2107,15 @@ class Engine:
         the starvation timeout, nothing in its scope passes it. Expected ends may be estimates that
         runners overrun: once the time first promised to the head is a starvation timeout past,
         nothing passes it either.
+
+        The promise is the reservation time when a gang was first checked against it here
+        (``promise``: a real attempt, not an older head's what-if inside another reservation).
+        Not the first time anybody worked the reservation out: when that happens depends on which
+        retries the engine skips, and a preemptor's reservation worked out while its victims
+        stopped ("now") was kept as its promise through a later wait without any time, so that
+        a minute later gangs behind it that the engine trying every gang let pass were held back.
         """
+        promised = self._promised
         for head, info in heads:
             if info.never:
                 continue
@@ -2083,7 +2123,11 @@ class Engine:
                 if now - head.pending_since >= self.config.starvation_timeout:
                     return head
                 continue
-            if info.promised is not None and now - info.promised >= self.config.starvation_timeout:
+            first = promised.get(head.key)
+            if first is None:
+                if promise:
+                    promised[head.key] = info.time
+            elif now - first >= self.config.starvation_timeout:
                 return head  # its reservation slipped that long: expected ends were wrong
             limit = wl.spec.runtime_limit
             if limit is not None and now + limit <= info.time:
@@ -2254,12 +2298,16 @@ class Engine:
     def _cached_reservation(self, head: Workload, now: float) -> _Reservation | None:
         """The reservation :meth:`_reservation` would return without computing, or None."""
         cached = self._reservations.get(head.key)
-        if cached is not None and cached.version == self._version and (cached.time is None or cached.time >= now):
+        if (
+            cached is not None
+            and cached.version == (self._version, self._heads_version)
+            and (cached.time is None or cached.time >= now)
+        ):
             return cached
         return None
 
     def _reservation(self, head: Workload, now: float) -> _Reservation:
-        """When ``head`` will fit (cached until capacity changes).
+        """When ``head`` will fit (cached until capacity or a queue's protected head changes).
 
         ``time`` is the earliest moment it fits, releasing running gangs in the order of their
         expected end; ``None`` when it does not fit before the runners with runtime limits end
@@ -2272,16 +2320,15 @@ class Engine:
         hit = self._cached_reservation(head, now)
         if hit is not None:
             return hit
-        cached = self._reservations.get(head.key)
         truncated = False
         cq = head.cq
         assert cq is not None
         cands = self._assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
-            result = _Reservation(self._version, None, True)
+            result = _Reservation((self._version, self._heads_version), None, True)
         else:
-            result = _Reservation(self._version, None, False)
+            result = _Reservation((self._version, self._heads_version), None, False)
             truncated = self._reservation_depth >= _MAX_RESERVATION_CHAIN
             if any(self._stopping(key) for key in head.victims):
                 result.time = self._reservation_time(cq, head, cands, truncated, now, result)
@@ -2302,7 +2349,6 @@ class Engine:
                 if result.time is None and self._running_by_end:
                     with Statement(self.quota, self.nodes):
                         result.time = self._end_time_fit(cq, head, cands, set(), nodes_checked, now)
-        result.promised = result.time if cached is None or cached.promised is None else cached.promised
         if not truncated:
             self._reservations[head.key] = result
         return result
@@ -2589,6 +2635,16 @@ class Engine:
                 assert in_queue != (wl.key in self._unrouted), wl.key
         if self.quota.log is not None or self.nodes.log is not None:
             raise AssertionError("a statement was left open")
+
+
+def _same_node(node: NodeState, spec: NodeSpec) -> bool:
+    """Does ``spec`` describe ``node`` as it is (a status update, not a change)?"""
+    return (
+        node.allocatable == spec.allocatable
+        and node.labels == spec.labels
+        and node.schedulable == (not spec.unschedulable)
+        and [t.signature() for t in node.taints] == [t.signature() for t in spec.taints]
+    )
 
 
 def _nonzero(held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:

@@ -391,6 +391,62 @@ def test_a_retry_does_not_stop_at_a_head_that_only_a_claim_keeps_out() -> None:
     assert shortcuts == unfiltered
 
 
+# Long random worlds with a starvation timeout far below the default, so that heads starve, in
+# which the engine with the retry shortcuts decided differently from UnfilteredEngine; each id
+# names what the engine got wrong there.
+_STARVING_WORLDS = [
+    pytest.param(12, 60, id="12-promise-first-worked-out"),
+    pytest.param(115, 60, id="115-promise-first-worked-out"),
+    pytest.param(24, 60, id="24-preemptor-reservation-cached"),
+    pytest.param(120, 60, id="120-preemptor-reservation-cached"),
+    pytest.param(142, 60, id="142-preemptor-reservation-cached"),
+    pytest.param(144, 60, id="144-preemptor-reservation-cached"),
+    pytest.param(127, 60, id="127-reservation-cached-across-heads"),
+    pytest.param(16, 60, id="16-eviction-retries-no-preemptor"),
+    pytest.param(227, 60, id="227-node-change-retries-no-held-queue"),
+    pytest.param(229, 20, id="229-claimed-option-forgotten"),
+]
+
+
+@pytest.mark.parametrize(("seed", "starvation_timeout"), _STARVING_WORLDS)
+def test_retry_shortcuts_change_no_decision_when_heads_starve(seed: int, starvation_timeout: float) -> None:
+    """The engine with the retry shortcuts works reservations out at other moments than the
+    engine that tries every gang, so nothing a reservation decides may depend on when it was
+    worked out. Before these fixes, in these worlds:
+
+    - promise-first-worked-out: a head's promised time was the first reservation time anybody
+      worked out (one retry worked out a preemptor's "now" while its victims stopped; the other
+      engine never did), so a minute later one engine held gangs behind it back as "promise
+      slipped" and the other let them pass. The promise is now the time a gang was first
+      checked against it.
+    - preemptor-reservation-cached: a head's reservation, worked out before it preempted, stayed
+      cached (same capacity version) though its stopping victims now count as released for it.
+    - reservation-cached-across-heads: a reservation stayed cached while other queues' protected
+      heads changed (its scope and the lenders' claims depend on them).
+    - eviction-retries-no-preemptor: a gang evicted by its pods-ready timeout can be taken as a
+      victim at once ("already evicted first"), but no queue that may preempt was retried for it;
+      the other engine happened to retry one on an unrelated node event and preempted.
+    - node-change-retries-no-held-queue: a node changed pools, its queue's starving head could no
+      longer fit even an empty cluster and so held nothing back, but only capacity that came free
+      retried queues.
+    - claimed-option-forgotten: a gang with one option that a lender claimed back and another that
+      failed the node check counted as short of capacity, so its queue's retry stopped at it for
+      the rest of the cycle; the lender's gang was admitted later in that cycle and it fit.
+    """
+    shortcuts, unfiltered = _admissions_and_evictions(_random_world(seed), starvation_timeout=starvation_timeout)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
+@pytest.mark.parametrize("seed", range(300, 340))
+def test_retry_shortcuts_change_no_decision_when_heads_starve_fast(seed: int) -> None:
+    """Same property on fresh worlds (not the ones the fixes above were found in), with heads that
+    starve after 30 s."""
+    shortcuts, unfiltered = _admissions_and_evictions(_random_world(seed), starvation_timeout=30)
+    assert any(line.startswith("Admission") for line in unfiltered)
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,

@@ -341,6 +341,27 @@ def test_starvation_timeout_stops_small_gangs_passing_the_head() -> None:
     assert view is not None and view.reason == "BlockedByReservation"
 
 
+def test_a_node_change_that_leaves_the_holding_head_unable_to_fit_lets_gangs_behind_it_pass() -> None:
+    """A starving head holds its queue only while it could fit an empty cluster. A node that
+    leaves its flavor (relabelled here; shrunk, tainted, cordoned or deleted alike) can end that,
+    and frees no capacity there: the gangs the head held back are retried at once, instead of
+    waiting for some unrelated change."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 256, 16)])
+    e.submit(gang("runner", "q", 1, 8), 0)  # no runtime limit: no reservation time
+    assert admitted(e.schedule(0)) == ["runner"]
+    e.submit(gang("head", "q", 2, 8, t=1), 1)  # needs both nodes
+    e.submit(gang("small", "q", 1, 4, t=2), 200)
+    assert admitted(e.schedule(200)) == []
+    view = e.workload("ns/small")
+    assert view is not None and view.reason == "BlockedByReservation"
+    e.upsert_node(NodeSpec("a100-0", {"cpu": 64_000, GPU: 8}, {"pool": "other"}))  # runner's node
+    assert admitted(e.schedule(201)) == ["small"]
+    view = e.workload("ns/head")
+    assert view is not None and view.state == "Pending"
+
+
 def test_pods_ready_timeout_evicts_with_exponential_backoff_then_deactivates() -> None:
     cfg = EngineConfig(pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=2)
     e = engine(cfg)
