@@ -1495,12 +1495,14 @@ class Engine:
         """
         if self._may_preempt(cq) and cq.name not in ctx.preempted_in:
             return False
-        if wl.reason in _HELD_BACK:
+        if wl.reason in _HELD_BACK and not (self._limited and self._may_preempt(cq)):
             head = cq.head()
             if head is not None and head.order_key < wl.order_key and self._starving(head, ctx.now):
                 # Every path of _try ends before admission: at quota, at nodes, or at this head's
                 # reservation. Retry when capacity comes free anywhere (a superset of the others),
                 # unless the head holds the queue until it is admitted (which retries the queue).
+                # Not for a queue that may preempt: each of its retries is also a preemption
+                # attempt, so one that _try would not have asked for can change what it preempts.
                 if self._limited:
                     self._waiting_reservation[cq.name] = None
                 if wl.reason != "BlockedByReservation":

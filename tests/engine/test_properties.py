@@ -122,7 +122,7 @@ class World:
         kind, arg = event
         e = self.engine
         if kind == "submit":
-            qi, pod_sets, prio, use_min = arg  # type: ignore[misc]
+            qi, pod_sets, prio, use_min, *limit = arg  # type: ignore[misc]
             self.n += 1
             key = f"ns/w{self.n}"
             specs = [PodSetSpec(f"p{i}", c, {"cpu": cpu * 500, GPU: g}) for i, (c, cpu, g) in enumerate(pod_sets)]
@@ -135,6 +135,7 @@ class World:
                 priority=prio,
                 creation_time=self.now,
                 min_member=max(1, total - 1) if use_min else None,
+                runtime_limit=limit[0] if limit else None,
             )
             self.specs[key] = spec
             e.submit(spec, self.now)
@@ -443,6 +444,38 @@ def test_retry_shortcuts_change_no_decision_when_heads_starve_fast(seed: int) ->
     """Same property on fresh worlds (not the ones the fixes above were found in), with heads that
     starve after 30 s."""
     shortcuts, unfiltered = _admissions_and_evictions(_random_world(seed), starvation_timeout=30)
+    assert any(line.startswith("Admission") for line in unfiltered)
+    assert shortcuts == unfiltered
+
+
+def _with_runtime_limits(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
+    seed: int,
+    share: float,
+) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
+    """``world`` with a runtime limit (10 to 150 s) on about ``share`` of its gangs: reservations
+    then have times, gangs backfill ahead of heads, and promises slip (the events finish gangs at
+    random, so most overrun their limits). Its own random stream: the world's events stay the same."""
+    queues, nodes, fair, events = world
+    rnd = random.Random(seed * 7919 + 1)
+    out: list[tuple[str, object]] = []
+    for kind, arg in events:
+        if kind == "submit":
+            limit = rnd.choice([10.0, 30.0, 60.0, 150.0]) if rnd.random() < share else None
+            arg = (*arg, limit)  # type: ignore[misc]
+        out.append((kind, arg))
+    return queues, nodes, fair, out
+
+
+@pytest.mark.parametrize("seed", [119, *range(340, 370)])
+def test_retry_shortcuts_change_no_decision_with_runtime_limits(seed: int) -> None:
+    """Every gang with a runtime limit and heads that starve after 20 s. In world 119 a gang held
+    back by a starving head was skipped (the shortcut) and its queue registered to be retried on
+    any capacity change, as a superset of what trying it would ask for; the queue may preempt, so
+    that extra retry was also a preemption attempt, and a different gang preempted a minute later
+    than in the engine that tries every gang. Such queues now try the gang."""
+    world = _with_runtime_limits(_random_world(seed), seed, 1.0)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=20)
     assert any(line.startswith("Admission") for line in unfiltered)
     assert shortcuts == unfiltered
 
