@@ -58,7 +58,7 @@ from gangq.core.model import (
     WorkloadSpec,
     flavor_resource,
 )
-from gangq.core.nodes import NodeIndex, NodePool, NodeState
+from gangq.core.nodes import NodeIndex, NodePool
 from gangq.core.preemption import may_preempt_within_queue, may_reclaim, minimal_victims, victim_order
 from gangq.core.queue import ClusterQueueState, merge_keys
 from gangq.core.quota import QuotaNode, QuotaTree
@@ -376,7 +376,7 @@ class Engine:
 
     def upsert_node(self, spec: NodeSpec) -> None:
         old = self.nodes.nodes.get(spec.name)
-        changed = old is not None and not _same_node(old, spec)
+        changed = old is not None and not old.describes(spec)
         self.nodes.upsert(spec)
         if changed:
             self._nodes_changed()
@@ -2637,16 +2637,6 @@ class Engine:
                 assert in_queue != (wl.key in self._unrouted), wl.key
         if self.quota.log is not None or self.nodes.log is not None:
             raise AssertionError("a statement was left open")
-
-
-def _same_node(node: NodeState, spec: NodeSpec) -> bool:
-    """Does ``spec`` describe ``node`` as it is (a status update, not a change)?"""
-    return (
-        node.allocatable == spec.allocatable
-        and node.labels == spec.labels
-        and node.schedulable == (not spec.unschedulable)
-        and [t.signature() for t in node.taints] == [t.signature() for t in spec.taints]
-    )
 
 
 def _nonzero(held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:

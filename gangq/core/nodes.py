@@ -67,6 +67,14 @@ class NodeState:
         # Per secondary list of its pool (``NodePool.by_resource``): the value it is listed with.
         self.rkeys: list[int] = []
 
+    def describes(self, spec: NodeSpec) -> bool:
+        """Is ``spec`` this node as it is (a status update, not a change of what it offers)?"""
+        return (
+            self.allocatable == spec.allocatable
+            and self.schedulable == (not spec.unschedulable)
+            and _signature(self.labels, self.taints) == _signature(spec.labels, spec.taints)
+        )
+
     def fits(self, requests: Mapping[str, int], count: int = 1) -> bool:
         free = self.free
         for resource, amount in requests.items():

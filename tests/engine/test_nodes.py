@@ -258,3 +258,17 @@ def test_nodes_with_equal_free_capacity_are_chosen_in_name_order() -> None:
         chosen.append(node.name)
         index.remove(node.name)
     assert chosen == [*order, "a-longer-name-than-any-other"]
+
+
+def test_a_node_describes_a_status_update_but_not_a_change_of_what_it_offers() -> None:
+    """An unchanged spec (a status update) retries nothing; a change of capacity, labels, taints or
+    schedulability can leave a head unable to fit even an empty cluster (Engine._nodes_changed)."""
+    from gangq.core import Taint
+
+    taints = [Taint("gpu", "yes", "NoSchedule"), Taint("zone", "a", "NoExecute")]
+    node = NodeState(NodeSpec("n", {"cpu": 8000}, {"pool": "a"}, taints))
+    assert node.describes(NodeSpec("n", {"cpu": 8000}, {"pool": "a"}, list(reversed(taints))))
+    assert not node.describes(NodeSpec("n", {"cpu": 4000}, {"pool": "a"}, taints))
+    assert not node.describes(NodeSpec("n", {"cpu": 8000}, {"pool": "b"}, taints))
+    assert not node.describes(NodeSpec("n", {"cpu": 8000}, {"pool": "a"}, taints[:1]))
+    assert not node.describes(NodeSpec("n", {"cpu": 8000}, {"pool": "a"}, taints, unschedulable=True))
