@@ -393,8 +393,9 @@ class Engine:
         (see :meth:`_holding_head`). Its queue's gangs are retried: a node that only shrank
         frees nothing, and without this retry they waited, held back by a head that could never
         start, until some unrelated change retried the queue."""
-        for cq in self.cluster_queues.values():
-            if cq.protected_head is not None:
+        for name in self._protected:
+            cq = self.cluster_queues.get(name)
+            if cq is not None and cq.protected_head is not None:
                 self._request_retry(cq)
 
     def update_pod(self, pod: PodInfo) -> None:
