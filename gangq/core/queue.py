@@ -123,11 +123,13 @@ class _DemandClass:
         for i, index in enumerate(self.indexes):
             index.remove(vector[i], key)
 
-    def fitting(self, bound: dict[str, int]) -> list[OrderKey]:
+    def fitting(self, bound: dict[str, int], short: list[tuple[str, int]] | None = None) -> list[OrderKey]:
         """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
 
         The resource that leaves the fewest gangs selects them from its sorted index; the others
-        filter that selection exactly.
+        filter that selection exactly. When none fits, ``short`` (if given) gets a resource that
+        every gang needs more of than ``bound`` allows and the least total of it, or ("", 0) when
+        no one resource rules them all out.
         """
         # Each list's ends first: a resource whose smallest total exceeds its limit rules every
         # gang out, and one whose largest total is within it rules none out (memory, with quota
@@ -142,6 +144,8 @@ class _DemandClass:
                 return []
             limit = bound.get(resources[i], 0)
             if totals[0] > limit:
+                if short is not None:
+                    short.append((resources[i], totals[0]))
                 return []
             if totals[-1] > limit:
                 selective.append((i, limit, totals))
@@ -165,6 +169,8 @@ class _DemandClass:
                     break
             else:
                 out.append(keys[j])
+        if not out and short is not None:
+            short.append(("", 0))
         return out
 
     def min_total(self, resource: str) -> int | None:
@@ -192,6 +198,7 @@ class ClusterQueueState:
         "flavor_resources",
         "fresh",
         "frs_by_resource",
+        "head_displaced",
         "inactive_reason",
         "inadmissible",
         "layout",
@@ -234,6 +241,9 @@ class ClusterQueueState:
         self.frs_by_resource: dict[str, tuple[FlavorResource, ...]] = {}
         # The starving gang that holds a reservation (see Engine._reservation), or None.
         self.protected_head: Workload | None = None
+        # Since the queue's last retry, a new gang that failed took the place of a protected head
+        # that still waits: gangs that the old head held back may pass now (Engine._cycle).
+        self.head_displaced = False
         self.deleted = False
         self.admitted_total = 0
         self.evicted_total = 0
@@ -247,10 +257,11 @@ class ClusterQueueState:
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
         # The resource that last showed that no queued gang could fit (checked first next time).
         self.screen_first = ""
-        # What that showed, for Engine._still_short: (tree root, what the least demanding gang
-        # needs of that resource, whether its flavors add up, gangs joined, config version, and
-        # per flavor-resource of it: what the queue could get without lenders' claims, the root's
-        # ``released`` of it, and each cohort above the queue with its usage of it).
+        # Why no queued gang could fit, for Engine._still_short: (tree root, the least total
+        # demand where flavors add up, whether they do, gangs joined, config version, and per
+        # flavor-resource that ruled gangs out: the least demand of them for it, what the queue
+        # could get without lenders' claims, the root's ``released`` of it, and each cohort above
+        # the queue with its usage of it).
         self.screen: (
             tuple[
                 QuotaNode,
@@ -258,7 +269,7 @@ class ClusterQueueState:
                 bool,
                 int,
                 int,
-                tuple[tuple[FlavorResource, int, int, tuple[tuple[QuotaNode, int], ...]], ...],
+                tuple[tuple[FlavorResource, int, int, int, tuple[tuple[QuotaNode, int], ...]], ...],
             ]
             | None
         )
@@ -314,19 +325,29 @@ class ClusterQueueState:
             if not demand:
                 del self.demand[signature]
 
-    def candidates(self, bounds: list[dict[str, int]]) -> list[OrderKey]:
+    def candidates(
+        self, bounds: list[dict[str, int]], short: list[tuple[int, str, int]] | None = None
+    ) -> list[OrderKey]:
         """Queued gangs whose demand fits one of ``bounds`` (resource → amount), in queue order.
 
         Gangs are grouped by the set of resources they request; within a group every gang requests
         each of them, so the resource that leaves the fewest candidates selects and the others
         filter. A gang not in the list needs more of some resource than every bound allows.
+        ``short`` (if given) gets, per group and bound that no gang of the group fits, (index of
+        the bound, a resource that every gang of the group needs more of, the least total of it),
+        with resource "" when no one resource rules them all out (see _DemandClass.fitting).
         """
         out: list[OrderKey] = []
         matched = 0  # bounds that matched some gang: a gang may fit several of them
-        for bound in bounds:
+        groups: list[tuple[str, int]] | None = [] if short is not None else None
+        for index, bound in enumerate(bounds):
             size = len(out)
             for demand in self.demand.values():
-                out.extend(demand.fitting(bound))
+                out.extend(demand.fitting(bound, groups))
+            if groups:
+                assert short is not None
+                short.extend([(index, resource, least) for resource, least in groups])
+                groups.clear()
             if len(out) > size:
                 matched += 1
         out.sort()

@@ -69,6 +69,17 @@ def test_candidates_match_the_brute_force_reading(
         else:
             limits: list[dict[str, int]] = arg  # type: ignore[assignment]
             assert cq.candidates(limits) == _reference(queued, limits)
+            short: list[tuple[int, str, int]] = []
+            assert cq.candidates(limits, short) == _reference(queued, limits)
+            if not _reference(queued, limits) and all(resource for _, resource, _ in short):
+                # What Engine._note_classes_short relies on: for every gang and every bound, one
+                # entry names a resource the gang needs more of than the bound allows.
+                for wl in queued.values():
+                    for i, bound in enumerate(limits):
+                        assert any(
+                            j == i and resource in wl.totals and wl.totals[resource] >= least > bound.get(resource, 0)
+                            for j, resource, least in short
+                        )
     for resource in RESOURCES:  # each resource's own list selects, at every threshold
         for limit in range(13):
             only = [{**{r: 1 << 40 for r in RESOURCES}, resource: limit}]

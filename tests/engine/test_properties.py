@@ -89,13 +89,19 @@ class World:
             self.alloc[name] = alloc
             e.upsert_node(NodeSpec(name, alloc, {"pool": FLAVORS[fi % 2]}))
         self.limits: dict[str, dict[tuple[str, str], tuple[int, int | None]]] = {}
-        for qi, (ga, gb, blim, strategy, within, reclaim, mode) in enumerate(queues):
+        for qi, (ga, gb, blim, strategy, within, reclaim, mode, *cpu) in enumerate(queues):
             name = f"q{qi}"
             flavors = []
             self.limits[name] = {}
             for f, g in (("a", ga), ("b", gb)):
                 flavors.append(
-                    FlavorQuotas(f, [ResourceQuota("cpu", 64000), ResourceQuota(GPU, g, borrowing_limit=blim)])
+                    FlavorQuotas(
+                        f,
+                        [
+                            ResourceQuota("cpu", cpu[0] if cpu else 64000),  # type: ignore[arg-type]
+                            ResourceQuota(GPU, g, borrowing_limit=blim),
+                        ],
+                    )
                 )
                 self.limits[name][(f, GPU)] = (g, blim)  # type: ignore[assignment]
             e.upsert_cluster_queue(
@@ -125,7 +131,11 @@ class World:
             qi, pod_sets, prio, use_min, *limit = arg  # type: ignore[misc]
             self.n += 1
             key = f"ns/w{self.n}"
-            specs = [PodSetSpec(f"p{i}", c, {"cpu": cpu * 500, GPU: g}) for i, (c, cpu, g) in enumerate(pod_sets)]
+            # g < 0: the pods request no GPUs at all (not even 0)
+            specs = [
+                PodSetSpec(f"p{i}", c, {"cpu": cpu * 500, GPU: g} if g >= 0 else {"cpu": cpu * 500})
+                for i, (c, cpu, g) in enumerate(pod_sets)
+            ]
             total = sum(c for c, _, _ in pod_sets)
             spec = WorkloadSpec(
                 key,
@@ -356,6 +366,63 @@ def _random_world(seed: int) -> tuple[list[tuple[object, ...]], list[tuple[int, 
         else:
             events.append(("node", rnd.randint(0, 1000)))
     return queues, nodes, rnd.random() < 0.3, events
+
+
+def _with_cpu_only_gangs(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]], seed: int
+) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
+    """``world`` with tight CPU quotas and gangs that request no GPUs at all, most of them with one
+    pod set: a queue then holds groups of gangs short of different resources (see
+    Engine._note_classes_short). After the first 100 events, two in three submissions are left
+    out: a gang that joins a queue ends its screen, and the screens should get to last. The
+    first two queues are BestEffortFIFO and may not preempt, as a screen requires. Its own random
+    stream, so the world's other events stay as they are."""
+    queues, nodes, fair, events = world
+    rnd = random.Random(seed * 104729 + 7)
+    queues = [
+        (*((*q[:3], "BestEffortFIFO", "Never", "Never", *q[6:]) if i < 2 else q), rnd.choice([3000, 6000, 12000]))
+        for i, q in enumerate(queues)
+    ]
+    out: list[tuple[str, object]] = []
+    for i, (kind, arg) in enumerate(events):
+        if kind == "submit":
+            if i >= 100 and rnd.random() < 2 / 3:
+                continue
+            qi, pod_sets, *rest = arg  # type: ignore[misc]
+            if rnd.random() < 0.8:
+                pod_sets = pod_sets[:1]
+            pod_sets = [(c, cpu, -1 if g == 0 or rnd.random() < 0.3 else g) for c, cpu, g in pod_sets]
+            arg = (qi, pod_sets, *rest)
+        out.append((kind, arg))
+    return queues, nodes, fair, out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_retry_shortcuts_change_no_decision_with_cpu_only_gangs(seed: int) -> None:
+    """Same property where queues hold CPU-only and GPU gangs under tight CPU quotas, so that
+    groups of gangs are short of different resources and the per-group screen skips retries."""
+    shortcuts, unfiltered = _admissions_and_evictions(_with_cpu_only_gangs(_random_world(seed), seed))
+    assert sum(line.startswith("Admission") for line in shortcuts) > 10
+    assert shortcuts == unfiltered
+
+
+@pytest.mark.parametrize("seed", range(40, 60))
+def test_retry_shortcuts_change_no_decision_with_cpu_only_gangs_when_heads_starve(seed: int) -> None:
+    shortcuts, unfiltered = _admissions_and_evictions(
+        _with_cpu_only_gangs(_random_world(seed), seed), starvation_timeout=30
+    )
+    assert shortcuts == unfiltered
+
+
+def test_a_head_displaced_by_a_new_gang_gets_its_queue_a_full_retry() -> None:
+    """World 136 at 60 s: q0's starving head w10 held back w18; w24 (priority 2) arrived, failed
+    and took w10's place without having waited. Freed node capacity then retried q0, and the node
+    retry looked only at the gangs that had failed the node check, not at w18, which trying every
+    gang admitted (see Engine._retry_walks_candidates)."""
+    shortcuts, unfiltered = _admissions_and_evictions(
+        _with_cpu_only_gangs(_random_world(136), 136), starvation_timeout=60
+    )
+    assert shortcuts == unfiltered
 
 
 @pytest.mark.parametrize("seed", range(60))

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gangq.core import EngineConfig
+from gangq.core import EngineConfig, PodSetSpec, WorkloadSpec
 from gangq.core.engine import Engine
 
-from .builders import add_nodes, add_queue, admitted, gang, quota
+from .builders import GPU, add_nodes, add_queue, admitted, gang, quota
 
 
 class CountingEngine(Engine):
@@ -219,3 +219,140 @@ def test_a_head_that_fits_works_out_older_heads_reservations() -> None:
     e, big = _older_head(17)
     e._reservation(big, 3.0)
     assert "ns/old" in e._reservations
+
+
+def _cpu_gang(key: str, queue: str, cpus: int, t: float = 0.0) -> WorkloadSpec:
+    """A gang of 1-cpu pods that requests no GPUs at all (not even 0): its own demand group."""
+    return WorkloadSpec(f"ns/{key}", "ns", queue, [PodSetSpec("w", cpus, {"cpu": 1000})], creation_time=t)
+
+
+def _mixed(engine_class: type[CountingEngine]) -> tuple[list[tuple[float, list[str]]], list[int]]:
+    """One flavor; a (16 cpus, 4 GPUs) and b (8 cpus) in a cohort. b runs b1 (8 cpus) and waits
+    with ``wide`` (10 cpus, no GPUs) and ``gpus`` (1 cpu, 2 GPUs); a runs a0 (4 cpus, 4 GPUs),
+    a1 (4), a2 (2) and a3 (6). a1 finishes: 4 cpus free, more than the 1 that every gang of b
+    needs at least, yet wide is short of cpus and gpus of GPUs. a2's 2 cpus cannot change that;
+    a0's 4 cpus and 4 GPUs can. What each cycle admits, and b's screens after each."""
+    e = engine_class(EngineConfig(pods_ready_timeout=None))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "x", 4)
+    add_queue(e, "a", [quota("x", 16, 4)], cohort="pool")
+    add_queue(e, "b", [quota("x", 8, 0)], cohort="pool")
+    e.submit(gang("a0", "a", 4, 1), 0.0)
+    for key, queue, cpus in (("a1", "a", 4), ("a2", "a", 2), ("a3", "a", 6), ("b1", "b", 8)):
+        e.submit(_cpu_gang(key, queue, cpus), 0.0)
+    assert sorted(admitted(e.schedule(1.0))) == ["a0", "a1", "a2", "a3", "b1"]
+    e.submit(_cpu_gang("wide", "b", 10, t=1.0), 1.0)
+    e.submit(gang("gpus", "b", 1, 2, t=1.5), 1.0)
+    assert admitted(e.schedule(2.0)) == []
+    log = []
+    screens = []
+    for t, key in ((3.0, "a1"), (4.0, "a2"), (5.0, "a0")):
+        e.finish(f"ns/{key}", t)
+        log.append((t, admitted(e.schedule(t))))
+        screens.append(e.screens.get("b", 0))
+        e.check_invariants()
+    return log, screens
+
+
+def test_gangs_short_of_different_resources_are_screened_per_group() -> None:
+    """After a1, no one resource rules out every gang of b (both need at least 1 cpu, and 4
+    are free), but each group is short of one: wide of cpus, gpus of GPUs. a2's 2 cpus leave
+    both short, so b is not retried; a0's release is retried, and wide fits."""
+    log, screens = _mixed(CountingEngine)
+    assert log == [(3.0, []), (4.0, []), (5.0, ["wide"])]
+    assert screens[0] > 0
+    assert screens[1] == screens[0]
+    assert screens[2] > screens[1]
+
+
+def test_screening_per_group_changes_no_decision() -> None:
+    log, screens = _mixed(UnscreenedEngine)
+    assert 0 < screens[0] < screens[1] < screens[2]
+    assert log == _mixed(CountingEngine)[0]
+
+
+def _two_flavors(engine_class: type[CountingEngine]) -> tuple[list[tuple[float, list[str]]], list[int]]:
+    """Flavors x (cpus) and y (cpus and GPUs). a owns x: 8 cpus and y: 4 cpus, 4 GPUs; b owns
+    x: 8 cpus. a runs a0 in y (4 cpus, 2 GPUs) and a1, a2 in x (4 cpus each); b runs b1 in x
+    (8 cpus). b waits with ``gpus`` (1 cpu, 2 GPUs). a1 finishes: in x 4 cpus are free but no
+    GPU, in y 2 GPUs but no cpu. The most of each resource over both flavors would fit gpus;
+    each flavor alone does not. a2's cpus in x cannot change that; a0's release in y can."""
+    e = engine_class(EngineConfig(pods_ready_timeout=None))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "x", 2, gpu=0)
+    add_nodes(e, "y", 2)
+    add_queue(e, "a", [quota("x", 8, 0), quota("y", 4, 4)], cohort="pool")
+    add_queue(e, "b", [quota("x", 8, 0), quota("y", 0, 0)], cohort="pool")
+    e.submit(
+        WorkloadSpec("ns/a0", "ns", "a", [PodSetSpec("w", 2, {"cpu": 2000, GPU: 1})], creation_time=0.0),
+        0.0,
+    )
+    for key, queue, cpus in (("a1", "a", 4), ("a2", "a", 4), ("b1", "b", 8)):
+        e.submit(_cpu_gang(key, queue, cpus), 0.0)
+    assert sorted(admitted(e.schedule(1.0))) == ["a0", "a1", "a2", "b1"]
+    assert e.workloads["ns/a0"].admission is not None
+    assert {fr[0] for fr in e.workloads["ns/a0"].usage} == {"y"}
+    e.submit(gang("gpus", "b", 1, 2, t=1.0), 1.0)
+    assert admitted(e.schedule(2.0)) == []
+    log = []
+    screens = []
+    for t, key in ((3.0, "a1"), (4.0, "a2"), (5.0, "a0")):
+        e.finish(f"ns/{key}", t)
+        log.append((t, admitted(e.schedule(t))))
+        screens.append(e.screens.get("b", 0))
+        e.check_invariants()
+    return log, screens
+
+
+def test_gangs_short_in_every_flavor_of_a_different_resource_are_screened_per_flavor() -> None:
+    log, screens = _two_flavors(CountingEngine)
+    assert log == [(3.0, []), (4.0, []), (5.0, ["gpus"])]
+    assert screens[0] > 0
+    assert screens[1] == screens[0]
+    assert screens[2] > screens[1]
+
+
+def test_screening_per_flavor_changes_no_decision() -> None:
+    log, screens = _two_flavors(UnscreenedEngine)
+    assert 0 < screens[0] < screens[1] < screens[2]
+    assert log == _two_flavors(CountingEngine)[0]
+
+
+def _taken_in_the_same_cycle(engine_class: type[CountingEngine]) -> tuple[list[str], int]:
+    """a (16 cpus), b (8) and c (none of its own) in a cohort. b runs b1 (8) and waits with big
+    (12); a runs a0 (1), a1 (8) and a2 (7). a0 finishes: b is screened, big short of 11. c
+    queues c3 (8) and c4 (7), both older than big, which it can only borrow for (so it claims
+    nothing back). Then a1 and a2 give 15 cpus back at once: enough for big as the cycle starts,
+    but c's turn comes first and c3 and c4 take them all. What the cycle admits, and b's screens
+    in it."""
+    e = engine_class(EngineConfig(pods_ready_timeout=None))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "cpu", 4, gpu=0)
+    for name, cpus in (("a", 16), ("b", 8), ("c", 0)):
+        add_queue(e, name, [quota("cpu", cpus, 0)], cohort="pool")
+    for key, queue, pods in (("a0", "a", 1), ("a1", "a", 8), ("a2", "a", 7), ("b1", "b", 8)):
+        e.submit(gang(key, queue, pods, 0), 0.0)
+    assert sorted(admitted(e.schedule(1.0))) == ["a0", "a1", "a2", "b1"]
+    e.submit(gang("big", "b", 12, 0, t=1.0), 1.0)
+    assert admitted(e.schedule(2.0)) == []
+    e.finish("ns/a0", 3.0)
+    assert admitted(e.schedule(3.0)) == []
+    e.submit(gang("c3", "c", 8, 0, t=0.3), 3.5)
+    e.submit(gang("c4", "c", 7, 0, t=0.4), 3.5)
+    assert admitted(e.schedule(3.5)) == []
+    before = e.screens["b"]
+    e.finish("ns/a1", 4.0)
+    e.finish("ns/a2", 4.0)
+    log = sorted(admitted(e.schedule(4.0)))
+    e.check_invariants()
+    return log, e.screens["b"] - before
+
+
+def test_quota_taken_earlier_in_the_cycle_is_screened_again_at_the_queue_s_turn() -> None:
+    assert _taken_in_the_same_cycle(CountingEngine) == (["c3", "c4"], 0)
+
+
+def test_screening_at_the_queue_s_turn_changes_no_decision() -> None:
+    log, screens = _taken_in_the_same_cycle(UnscreenedEngine)
+    assert screens > 0
+    assert log == _taken_in_the_same_cycle(CountingEngine)[0]
