@@ -1584,12 +1584,20 @@ class Engine:
             return False
         if wl.reason in _HELD_BACK and not (self._limited and self._may_preempt(cq)):
             head = cq.head()
-            if head is not None and head.order_key < wl.order_key and self._starving(head, ctx.now):
+            if (
+                head is not None
+                and head.order_key < wl.order_key
+                and self._starving(head, ctx.now)
+                and not self._reservation(head, ctx.now).claimed
+            ):
                 # Every path of _try ends before admission: at quota, at nodes, or at this head's
                 # reservation. Retry when capacity comes free anywhere (a superset of the others),
                 # unless the head holds the queue until it is admitted (which retries the queue).
                 # Not for a queue that may preempt: each of its retries is also a preemption
                 # attempt, so one that _try would not have asked for can change what it preempts.
+                # Not behind a head that only a lender's claim keeps out (``claimed``): it holds
+                # nothing for sure, and the gang's try asks for what the gang waits for (freed
+                # nodes, if it fails the node check), which no retry request here could match.
                 if self._limited:
                     self._waiting_reservation[cq.name] = None
                 if wl.reason != "BlockedByReservation":

@@ -425,6 +425,18 @@ def test_a_head_displaced_by_a_new_gang_gets_its_queue_a_full_retry() -> None:
     assert shortcuts == unfiltered
 
 
+def test_a_gang_behind_a_head_that_a_lender_keeps_out_is_tried() -> None:
+    """World 466 at 40 s: q1's starving head w35 could not borrow while q0 claimed its lent quota
+    back, so gangs behind w35 that would not delay it could pass. The retry skipped w28 as held
+    back, asking for no retry: a head that holds its queue retries it when admitted, but this one
+    held nothing for sure. Tried, w28 failed the node check, so freed nodes retried q1, which
+    then admitted three gangs (see Engine._fails_again)."""
+    shortcuts, unfiltered = _admissions_and_evictions(
+        _with_cpu_only_gangs(_random_world(466), 466), starvation_timeout=40
+    )
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_retry_shortcuts_change_no_decision_long_runs(seed: int) -> None:
     """Same property as above on long busy runs, where queues are deep and retries frequent (the
