@@ -1587,8 +1587,7 @@ class Engine:
             if (
                 head is not None
                 and head.order_key < wl.order_key
-                and self._starving(head, ctx.now)
-                and not self._reservation(head, ctx.now).claimed
+                and self._holds_queue(head, ctx.now)
             ):
                 # Every path of _try ends before admission: at quota, at nodes, or at this head's
                 # reservation. Retry when capacity comes free anywhere (a superset of the others),
@@ -2286,7 +2285,13 @@ class Engine:
         """
         if head.key in ctx.capacity_failed and not any(self._stopping(key) for key in head.victims):
             return True
-        return self._starving(head, ctx.now) and not self._reservation(head, ctx.now).claimed
+        return self._holds_queue(head, ctx.now)
+
+    def _holds_queue(self, head: Workload, now: float) -> bool:
+        """Does starving ``head`` hold back every later gang for sure? Not when only a lender's
+        claim keeps it from fitting (:attr:`_Reservation.claimed`): gangs behind it that do not
+        delay it may pass."""
+        return self._starving(head, now) and not self._reservation(head, now).claimed
 
     def _not_now(self, head: Workload, ctx: _Cycle) -> bool:
         """Is ``head`` known to hold nothing back now, without computing its reservation?
