@@ -1618,7 +1618,7 @@ class Engine:
         node = cq.node
         usage, nominal = node.usage, node.nominal
         stop_at_preempt = cq.spec.flavor_fungibility.when_can_preempt == "MayStopSearch"
-        listed = preempt = reclaimed = False
+        listed = reclaimed = False
         unblocked: list[int] = []  # options that fit the quota and that no lender reclaims
         for index, option in enumerate(options.usages):
             mode = FIT
@@ -1638,7 +1638,6 @@ class Engine:
                 continue
             listed = True
             if mode == PREEMPT:
-                preempt = True
                 if stop_at_preempt:
                     break
             elif not borrowed or available.reclaimer(self, cq, borrowed, ctx) is None:
@@ -1658,9 +1657,8 @@ class Engine:
                 or not self._mark_holds(wl, mark)
             ):
                 return False
-            if not preempt:
-                self._wait_for_nodes(cq, mark.pools if mark.pools_version == self.nodes.version else None)
-                cq.node_blocked[wl.key] = wl
+            self._wait_for_nodes(cq, mark.pools if mark.pools_version == self.nodes.version else None)
+            cq.node_blocked[wl.key] = wl
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
@@ -1832,13 +1830,17 @@ class Engine:
                 pool_ids,
                 self.nodes.version,
             )
+        if node_failure:
+            # Freed nodes alone may let it in, through the option that failed the node check,
+            # even when another option lacks quota (and names the reason): a gang that failed
+            # nodes in one flavor and quota in the next waited for an unrelated event.
+            self._wait_for_nodes(cq, pool_ids)
+            cq.node_blocked[wl.key] = wl
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
             reason: PendingReason = (
                 "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
             )
             self._set_reason(wl, reason, node_failure)
-            self._wait_for_nodes(cq, pool_ids)
-            cq.node_blocked[wl.key] = wl
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
