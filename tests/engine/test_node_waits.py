@@ -155,3 +155,36 @@ def test_the_wait_for_nodes_behind_a_quota_reason_decides_as_trying_every_gang_d
         _nodes_in_one_flavor_quota_in_the_next(UnfilteredEngine)[1]
         == _nodes_in_one_flavor_quota_in_the_next(RetryCountingEngine)[1]
     )
+
+
+def _starving_head_deleted(engine_class: type[Engine]) -> list[str]:
+    """Queue q (one 4-cpu node) runs r (3 pods); big (4 pods) waits and starves (timeout 60 s),
+    so small (1 pod, queued at 70) is held back although it fits. At 80 big is deleted while it
+    waits, and nothing else happens: what the next cycle admits."""
+    e = engine_class(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "x", 1, cpu=4, gpu=0)
+    add_queue(e, "q", [quota("x", 100, 0)])
+    e.submit(gang("r", "q", 3, 0), 0.0)
+    e.submit(gang("big", "q", 4, 0, t=0.5), 0.5)
+    assert admitted(e.schedule(1.0)) == ["r"]
+    e.submit(gang("small", "q", 1, 0, t=70.0), 70.0)
+    assert admitted(e.schedule(70.0)) == []
+    assert e.workloads["ns/small"].reason == "BlockedByReservation"
+    e.finish("ns/big", 80.0)  # deleted before it was admitted
+    log = admitted(e.schedule(80.0))
+    e.check_invariants()
+    return log
+
+
+def test_deleting_a_starving_head_lets_the_gangs_it_held_back_pass() -> None:
+    """The held-back gangs were skipped without a retry of their own (Engine._fails_again): the
+    head's leaving retries its queue (Engine._unqueue), or small would wait for an unrelated
+    event."""
+    assert _starving_head_deleted(Engine) == ["small"]
+
+
+def test_deleting_a_starving_head_decides_as_trying_every_gang_does() -> None:
+    from .test_properties import UnfilteredEngine
+
+    assert _starving_head_deleted(UnfilteredEngine) == _starving_head_deleted(Engine)

@@ -180,6 +180,13 @@ class World:
                                 e.update_pod(
                                     PodInfo(pod, node, ps.requests, workload=key, pod_set=ps.name, running=True)
                                 )
+        elif kind == "delete":
+            # A pending gang withdrawn (kubectl delete before admission): the engine forgets it.
+            pending = sorted(k for k in self.specs if k not in self.admissions)
+            if pending:
+                key = pending[arg % len(pending)]  # type: ignore[operator]
+                e.finish(key, self.now)
+                self.specs.pop(key)
         elif kind == "node":
             names = sorted(self.alloc)
             name = names[arg % len(names)]  # type: ignore[operator]
@@ -395,6 +402,37 @@ def _with_cpu_only_gangs(
             arg = (qi, pod_sets, *rest)
         out.append((kind, arg))
     return queues, nodes, fair, out
+
+
+def _with_deletions(
+    world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]], seed: int
+) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
+    """``world`` with a pending gang deleted after about one event in eight (half of them the
+    oldest pending gang, often a protected head). Deleting a protected head asks its queue and
+    its cohort for a full retry (Engine._unqueue); no other world deletes a gang that waits. Its
+    own random stream, so the world's other events stay as they are."""
+    queues, nodes, fair, events = world
+    rnd = random.Random(seed * 7919 + 3)
+    out: list[tuple[str, object]] = []
+    for event in events:
+        out.append(event)
+        if rnd.random() < 1 / 8:
+            out.append(("delete", 0 if rnd.random() < 0.5 else rnd.randint(1, 1000)))
+    return queues, nodes, fair, out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_retry_shortcuts_change_no_decision_when_pending_gangs_are_deleted(seed: int) -> None:
+    shortcuts, unfiltered = _admissions_and_evictions(_with_deletions(_random_world(seed), seed))
+    assert sum(line.startswith("Admission") for line in shortcuts) > 10
+    assert shortcuts == unfiltered
+
+
+@pytest.mark.parametrize("seed", range(30, 45))
+def test_retry_shortcuts_change_no_decision_when_pending_gangs_are_deleted_and_heads_starve(seed: int) -> None:
+    world = _with_deletions(_with_cpu_only_gangs(_random_world(seed), seed), seed)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=30)
+    assert shortcuts == unfiltered
 
 
 @pytest.mark.parametrize("seed", range(40))
