@@ -105,6 +105,13 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         yield key
 
 
+def _after(cursor: Iterator[OrderKey], key: OrderKey) -> Iterator[OrderKey]:
+    """The keys of ``cursor`` after ``key`` (a queue's walk that turns into a retry midway)."""
+    for k in cursor:
+        if k > key:
+            yield k
+
+
 class _Amounts:
     """What one queued gang of a ClusterQueue could take of each flavor-resource now, under the
     reclaim ``claims`` in force (:meth:`Engine._amount`), computed on first use."""
@@ -507,6 +514,7 @@ class Engine:
                 and pools is not None
                 and pools.isdisjoint(freed)
                 and self._retry_walks_candidates(cq)
+                and not self._held_by_others(cq)
             ):
                 still[name] = pools
                 continue
@@ -792,6 +800,10 @@ class Engine:
             if cq.strict or was_head:
                 self._request_retry(cq)
             if was_head:
+                # The heads changed: reservations worked out with this one (other heads' scopes,
+                # the claims it made) are stale. Without this, a reservation cached before the
+                # deletion said a lender claimed what no lender claimed any more (world 11).
+                self._heads_version += 1
                 self._retry_tree(cq)
         wl.cq = None
 
@@ -1195,6 +1207,13 @@ class Engine:
                 self._heads_version += 1
                 if before is not None and before.cq is cq and before.state == "Pending" and cq.name not in retried:
                     cq.head_displaced = True
+                    if not cq.strict and cq.inadmissible:
+                        # The gangs the old head held back may pass the new one, which has not
+                        # waited: they are looked at now, behind it, as a retry of the queue would.
+                        # They used to wait for whichever retry of the queue came next, and which
+                        # one that was depended on the retry shortcuts (random world 172 at 40 s).
+                        # Not counted as a retry: the flag stays, and the next retry is a full one.
+                        cursor = _after(self._best_effort_cursor(cq, True, ctx), key)
             if outcome == _ADMITTED:
                 ctx.admitted.append(wl)
             else:
@@ -1250,7 +1269,11 @@ class Engine:
         are the ones that failed the node check. Each of those is checked as the full retry
         would (:meth:`_fails_again`); if one may fit now, the full retry runs.
         """
-        if not self._retry_walks_candidates(cq) or self._holding_head(cq, ctx.now) is not None:
+        if (
+            not self._retry_walks_candidates(cq)
+            or self._held_by_others(cq)
+            or self._holding_head(cq, ctx.now) is not None
+        ):
             return False
         blocked = cq.node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
@@ -1525,6 +1548,19 @@ class Engine:
         head = cq.head()
         return head is not None and not head.order_key > cq.inadmissible.first()
 
+    @staticmethod
+    def _held_by_others(cq: ClusterQueueState) -> bool:
+        """Does a waiting gang of ``cq`` wait because another queue's head held it back? Freed
+        nodes may change that head's reservation, so such a gang may pass although nothing
+        changed in its own queue: the shortcuts for freed nodes do not apply (random world 111
+        at 40 s). Quota screens still do: a gang short of quota stays short whatever holds it."""
+        held = cq.held_by_others
+        for key, wl in list(held.items()):
+            if wl.cq is cq and wl.state == "Pending":
+                return True
+            del held[key]
+        return False
+
     def _retry_keys(
         self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle, holding: Workload | None = None
     ) -> Iterator[OrderKey]:
@@ -1723,6 +1759,7 @@ class Engine:
         # the cycle's gangs. Dropped, another queue's head seemed able to borrow it and fit now,
         # and gangs behind that head passed it, depending on whose try worked its reservation out.
         was_head = cq.protected_head is wl
+        cq.held_by_others.pop(wl.key, None)  # back if another queue's head holds it back again
         cands = self._assignments(cq, wl)
         if cands.never_fits:
             self._set_reason(wl, "NeverFits", cands.message)
@@ -1783,6 +1820,8 @@ class Engine:
             if blocked_by is not None:
                 break
         if blocked_by is not None:
+            if blocked_by.cq is not cq:
+                cq.held_by_others[wl.key] = wl
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
             if self._limited or not self._starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without

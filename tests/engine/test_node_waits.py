@@ -75,12 +75,12 @@ def test_a_new_node_retries_every_queue_waiting_on_nodes() -> None:
     assert admitted(e.schedule(3.0)) == ["g2"]
 
 
-def _new_head_then_freed_nodes(engine_class: type[Engine]) -> tuple[Engine, list[str]]:
+def _new_head_then_freed_nodes(engine_class: type[Engine]) -> tuple[Engine, list[str], list[str]]:
     """Queues q and o, no cohort, two 4-cpu nodes. o runs r1 (3 pods) and r2 (1). q's big (7
     pods) cannot fit and starves (timeout 60 s), so small (1 pod), queued at 70, is held back
     although it fits. At 80 urgent (priority 5, 6 pods) fails too and takes big's place as the
     protected head; it has not waited, so nothing behind it is held back any more. At 90 r2
-    finishes: capacity freed on the nodes retries q. What that retry admits."""
+    finishes: capacity freed on the nodes retries q. What is admitted at 80, and at 80 and 90."""
     e = engine_class(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
     e.upsert_namespace("ns", {})
     add_nodes(e, "x", 2, cpu=4, gpu=0)
@@ -94,26 +94,27 @@ def _new_head_then_freed_nodes(engine_class: type[Engine]) -> tuple[Engine, list
     assert admitted(e.schedule(70.0)) == []
     assert e.workloads["ns/small"].reason == "BlockedByReservation"
     e.submit(gang("urgent", "q", 6, 0, priority=5, t=80.0), 80.0)
-    assert admitted(e.schedule(80.0)) == []
+    at80 = admitted(e.schedule(80.0))
     assert e.cluster_queues["q"].head() is e.workloads["ns/urgent"]
     e.finish("ns/r2", 90.0)
-    log = admitted(e.schedule(90.0))
+    log = at80 + admitted(e.schedule(90.0))
     e.check_invariants()
-    return e, log
+    return e, at80, log
 
 
-def test_a_head_that_changed_since_the_last_retry_gets_a_full_retry() -> None:
-    """The node retry would look only at the gangs that failed the node check (big and urgent,
-    both still too big); small, held back by a head that no longer is one, is tried too."""
-    e, log = _new_head_then_freed_nodes(RetryCountingEngine)
+def test_a_new_head_that_displaces_a_starving_one_lets_the_gangs_it_held_back_pass_at_once() -> None:
+    """Nothing retried q at 80: small used to wait for some retry of q, here the freed node at 90
+    (the node retry then had to be a full one, since small had not failed the node check). The
+    cycle in which urgent displaces big now looks at the gangs behind urgent as a retry would."""
+    _, at80, log = _new_head_then_freed_nodes(RetryCountingEngine)
+    assert at80 == ["small"]
     assert log == ["small"]
-    assert e.node_retries["q"] == 1  # asked, and it went on with the full retry
 
 
-def test_the_full_retry_after_a_head_change_decides_as_trying_every_gang_does() -> None:
+def test_the_retry_after_a_head_change_decides_as_trying_every_gang_does() -> None:
     from .test_properties import UnfilteredEngine
 
-    assert _new_head_then_freed_nodes(UnfilteredEngine)[1] == _new_head_then_freed_nodes(RetryCountingEngine)[1]
+    assert _new_head_then_freed_nodes(UnfilteredEngine)[2] == _new_head_then_freed_nodes(RetryCountingEngine)[2]
 
 
 def _nodes_in_one_flavor_quota_in_the_next(engine_class: type[Engine]) -> tuple[Engine, list[str]]:

@@ -452,6 +452,36 @@ def test_retry_shortcuts_change_no_decision_with_cpu_only_gangs_when_heads_starv
     assert shortcuts == unfiltered
 
 
+@pytest.mark.parametrize(
+    ("seed", "starvation_timeout"),
+    [(12, 40), (26, 40), (108, 20), (111, 40), (128, 20), (144, 20), (163, 40), (172, 40), (227, 60), (235, 40)],
+)
+def test_retry_shortcuts_change_no_decision_in_worlds_where_heads_change_between_retries(
+    seed: int, starvation_timeout: float
+) -> None:
+    """Worlds with CPU-only gangs in which the engine and UnfilteredEngine decided differently:
+    172 at 40 s once a gang short of nodes in one flavor waited for nodes, the others while
+    other changes to claims were tried (not kept). What they need: the gangs that a displaced head held
+    back are looked at in the cycle that displaces it (a retry of their queue used to come next
+    or not depending on which shortcut applied); and a queue with a gang that another queue's
+    head held back gets full retries when nodes come free, since freed nodes can change that
+    head's reservation (111)."""
+    shortcuts, unfiltered = _admissions_and_evictions(
+        _with_cpu_only_gangs(_random_world(seed), seed), starvation_timeout=starvation_timeout
+    )
+    assert shortcuts == unfiltered
+
+
+def test_a_deleted_head_leaves_no_reservation_worked_out_with_it() -> None:
+    """World 11 with deletions at 60 s, while claims were tried that reserve their gangs' needs
+    (not kept): a protected head that claimed quota back was deleted, and no version changed; a
+    reservation cached before still said a lender claimed what q0's head borrowed, while the
+    engine trying every gang had worked it out again after an admission. Deleting a head now
+    counts as a change of heads."""
+    shortcuts, unfiltered = _admissions_and_evictions(_with_deletions(_random_world(11), 11), starvation_timeout=60)
+    assert shortcuts == unfiltered
+
+
 def test_a_head_displaced_by_a_new_gang_gets_its_queue_a_full_retry() -> None:
     """World 136 at 60 s: q0's starving head w10 held back w18; w24 (priority 2) arrived, failed
     and took w10's place without having waited. Freed node capacity then retried q0, and the node

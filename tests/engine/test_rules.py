@@ -693,3 +693,4 @@ def test_a_release_that_a_holding_head_cannot_use_is_retried_when_a_new_gang_tak
     assert admitted(e.schedule(102)) == ["g"]
     view = e.workload("ns/h")
     assert view is not None and view.state == "Pending"
+
