@@ -514,7 +514,6 @@ class Engine:
                 and pools is not None
                 and pools.isdisjoint(freed)
                 and self._retry_walks_candidates(cq)
-                and not self._held_by_others(cq)
             ):
                 still[name] = pools
                 continue
@@ -1269,11 +1268,7 @@ class Engine:
         are the ones that failed the node check. Each of those is checked as the full retry
         would (:meth:`_fails_again`); if one may fit now, the full retry runs.
         """
-        if (
-            not self._retry_walks_candidates(cq)
-            or self._held_by_others(cq)
-            or self._holding_head(cq, ctx.now) is not None
-        ):
+        if not self._retry_walks_candidates(cq) or self._holding_head(cq, ctx.now) is not None:
             return False
         blocked = cq.node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
@@ -1548,19 +1543,6 @@ class Engine:
         head = cq.head()
         return head is not None and not head.order_key > cq.inadmissible.first()
 
-    @staticmethod
-    def _held_by_others(cq: ClusterQueueState) -> bool:
-        """Does a waiting gang of ``cq`` wait because another queue's head held it back? Freed
-        nodes may change that head's reservation, so such a gang may pass although nothing
-        changed in its own queue: the shortcuts for freed nodes do not apply (random world 111
-        at 40 s). Quota screens still do: a gang short of quota stays short whatever holds it."""
-        held = cq.held_by_others
-        for key, wl in list(held.items()):
-            if wl.cq is cq and wl.state == "Pending":
-                return True
-            del held[key]
-        return False
-
     def _retry_keys(
         self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle, holding: Workload | None = None
     ) -> Iterator[OrderKey]:
@@ -1759,7 +1741,6 @@ class Engine:
         # the cycle's gangs. Dropped, another queue's head seemed able to borrow it and fit now,
         # and gangs behind that head passed it, depending on whose try worked its reservation out.
         was_head = cq.protected_head is wl
-        cq.held_by_others.pop(wl.key, None)  # back if another queue's head holds it back again
         cands = self._assignments(cq, wl)
         if cands.never_fits:
             self._set_reason(wl, "NeverFits", cands.message)
@@ -1820,8 +1801,6 @@ class Engine:
             if blocked_by is not None:
                 break
         if blocked_by is not None:
-            if blocked_by.cq is not cq:
-                cq.held_by_others[wl.key] = wl
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
             if self._limited or not self._starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without

@@ -199,7 +199,6 @@ class ClusterQueueState:
         "fresh",
         "frs_by_resource",
         "head_displaced",
-        "held_by_others",
         "inactive_reason",
         "inadmissible",
         "layout",
@@ -234,9 +233,6 @@ class ClusterQueueState:
         self.quota_retry = False
         # Gangs whose last try failed the node check (some may have left since).
         self.node_blocked: dict[str, Workload] = {}
-        # Gangs whose last try another queue's head held back (some may have left since): freed
-        # nodes can change that head's reservation (see Engine._retry_walks_candidates).
-        self.held_by_others: dict[str, Workload] = {}
         self.parked = False
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None

@@ -694,3 +694,25 @@ def test_a_release_that_a_holding_head_cannot_use_is_retried_when_a_new_gang_tak
     view = e.workload("ns/h")
     assert view is not None and view.state == "Pending"
 
+
+
+def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_claim() -> None:
+    """a's head a1 waits for 4 of a's own GPUs (c borrows 6 of its 8) and so claims them back; b's
+    h, which would borrow 2 of them, is kept out by that claim, and its reservation says so. a1 is
+    deleted while it waits: its claim is gone, and no reservation may still count it (one cached
+    from before once did, since deleting a head changed no version)."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "x", 2)
+    add_queue(e, "a", [quota("x", 64, 8)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("r", "c", 1, 6, t=0), 0)
+    assert admitted(e.schedule(0)) == ["r"]
+    e.submit(gang("a1", "a", 1, 4, t=1), 1)
+    e.submit(gang("h", "b", 1, 2, t=2), 2)
+    assert admitted(e.schedule(2)) == []
+    h = e.workloads["ns/h"]
+    assert "reclaiming" in h.message and e._reservation(h, 3).claimed
+    e.finish("ns/a1", 3)  # deleted while it waits
+    assert not e._reservation(h, 3).claimed
+    assert admitted(e.schedule(3)) == ["h"]
