@@ -801,7 +801,7 @@ class Engine:
             if was_head:
                 # The heads changed: reservations worked out with this one (other heads' scopes,
                 # the claims it made) are stale. Without this, a reservation cached before the
-                # deletion said a lender claimed what no lender claimed any more (world 11).
+                # deletion said a lender claimed what no lender claimed any more.
                 self._heads_version += 1
                 self._retry_tree(cq)
         wl.cq = None

@@ -695,7 +695,6 @@ def test_a_release_that_a_holding_head_cannot_use_is_retried_when_a_new_gang_tak
     assert view is not None and view.state == "Pending"
 
 
-
 def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_claim() -> None:
     """a's head a1 waits for 4 of a's own GPUs (c borrows 6 of its 8) and so claims them back; b's
     h, which would borrow 2 of them, is kept out by that claim, and its reservation says so. a1 is
