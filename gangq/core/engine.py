@@ -97,6 +97,45 @@ def _claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorRe
     return len(holders) > 1 or name not in holders
 
 
+def _reserved(claims: Mapping[FlavorResource, Mapping[str, Workload]], fr: FlavorResource, name: str) -> int:
+    """How much of ``fr`` ClusterQueues other than ``name`` claim back: their waiting gangs' needs."""
+    holders = claims.get(fr)
+    if not holders:
+        return 0
+    total = 0
+    for holder, head in holders.items():
+        if holder != name:
+            total += head.totals.get(fr[1], 0)
+    return total
+
+
+def _claim_allows(available: int, unused: int, reserved: int) -> int:
+    """The most of a flavor-resource that a claimant's waiting gang may take when ``available`` is
+    free to it, ``unused`` of that is its queue's own unused nominal quota, and other queues'
+    waiting gangs claim ``reserved`` back: all of its own quota, or what leaves their needs
+    covered (see Engine._reclaimer_for)."""
+    return max(min(available, max(0, unused)), available - reserved)
+
+
+class _Claims(dict[FlavorResource, dict[str, Workload]]):
+    """The reclaim claims of one cohort tree: flavor-resource -> ClusterQueue -> the waiting gang
+    through which that queue claims its lent quota back; ``claimants``, per ClusterQueue that
+    claims anything, that gang (see Engine._reclaimer_for). Within a cycle, claims made after
+    it started are ``late``: whether a claimant's gang is kept out (``kept_out``, per gang)
+    is read from the others. ``yielding``: the ClusterQueues that claim something through a
+    gang that is kept out (None: not worked out since the last claim was added)."""
+
+    __slots__ = ("claimants", "kept_out", "late", "sealed", "yielding")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimants: dict[str, Workload] = {}
+        self.kept_out: dict[str, bool] = {}
+        self.late: set[tuple[FlavorResource, str]] = set()
+        self.sealed = False
+        self.yielding: set[str] | None = None
+
+
 def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
     """StrictFIFO without a retry: only workloads queued ahead of the blocked head may be tried."""
     for key in cursor:
@@ -119,7 +158,7 @@ class _Amounts:
     __slots__ = ("claims", "cq", "engine", "values")
 
     def __init__(
-        self, engine: Engine, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]
+        self, engine: Engine, cq: ClusterQueueState, claims: _Claims
     ) -> None:
         self.engine = engine
         self.cq = cq
@@ -142,7 +181,7 @@ class _Available(dict[FlavorResource, int]):
         super().__init__()
         self.tree = tree
         self.node = node
-        self.reclaimers: dict[tuple[FlavorResource, ...], Workload | None] = {}
+        self.reclaimers: dict[tuple[object, ...], Workload | None] = {}
         self.potentials: dict[FlavorResource, int] = {}
 
     def __missing__(self, fr: FlavorResource) -> int:
@@ -157,12 +196,20 @@ class _Available(dict[FlavorResource, int]):
         return value
 
     def reclaimer(
-        self, engine: Engine, cq: ClusterQueueState, borrowed: list[FlavorResource], ctx: _Cycle
+        self,
+        engine: Engine,
+        cq: ClusterQueueState,
+        wl: Workload,
+        claimant: bool,
+        borrowed: list[tuple[FlavorResource, int]],
+        ctx: _Cycle,
     ) -> Workload | None:
-        key = tuple(borrowed)
+        # A claimant's waiting gang is judged by the amounts it borrows, any other gang by what
+        # it borrows only (Engine._reclaimer_for).
+        key: tuple[object, ...] = (wl.key, *borrowed) if claimant else tuple([fr for fr, _ in borrowed])
         cache = self.reclaimers
         if key not in cache:
-            cache[key] = engine._reclaimer_for(cq, borrowed, ctx)
+            cache[key] = engine._reclaimer_for(cq, wl, borrowed, ctx)
         return cache[key]
 
 
@@ -202,7 +249,7 @@ class _Cycle:
         # Per cohort tree (its root): flavor-resource -> ClusterQueue -> the waiting gang through
         # which that queue reclaims its lent quota. Claims in force when the cycle starts, and
         # those made during it, hold until the cycle ends (see Engine._reclaimer_for).
-        self.claims: dict[QuotaNode, dict[FlavorResource, dict[str, Workload]]] = {}
+        self.claims: dict[QuotaNode, _Claims] = {}
         self.decisions = decisions
 
 
@@ -905,25 +952,80 @@ class Engine:
         self,
         cq: ClusterQueueState,
         fr: FlavorResource,
-        claims: Mapping[FlavorResource, Mapping[str, Workload]],
+        claims: _Claims,
     ) -> int:
         """How much of ``fr`` a gang of ``cq`` could take: the available quota, or only the unused
-        nominal quota where another queue's waiting gang claims the rest back (``claims``)."""
+        nominal quota where another queue's waiting gang claims the rest back (``claims``). Not
+        the gang through which ``cq`` claims itself (:meth:`_claimant_head`)."""
         node = cq.node
         amount = self.quota.available(node, fr)
         if amount > 0 and _claimed(claims, fr, cq.name):
             amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
         return amount
 
-    def _claims_now(self, cq: ClusterQueueState) -> dict[FlavorResource, dict[str, Workload]]:
+    def _claimant_head(self, cq: ClusterQueueState, claims: _Claims) -> Workload | None:
+        """The waiting gang through which ``cq`` claims lent quota back in this cycle (its
+        protected head when the claim was made), if it waits to be retried and some other
+        queue's claim gives way (its gang is kept out, :meth:`_kept_out`): the one gang of ``cq``
+        that may borrow what other queues claim (see :meth:`_reclaimer_for`), and so the one
+        that the bounds of :meth:`_candidate_bounds` and the screen of :meth:`_still_short`,
+        worked out for the others under the lock, do not cover. Each asks
+        :meth:`_claimant_may_fit` for it instead. When the bounds covered it, every gang of a
+        claimant's queue passed them (most queues with a waiting head claim something), and
+        retries checked almost 4 times as many gangs at 100,000 pending, to find that they
+        still did not fit."""
+        head = claims.claimants.get(cq.name)
+        if head is None or head.queued != "inadmissible":
+            return None
+        yielding = claims.yielding
+        if yielding is None:
+            # Per holder of a claim, the gang it claims through there (a queue whose head changed
+            # during the cycle claims new flavor-resources through the new one).
+            yielding = claims.yielding = {
+                holder
+                for holders in claims.values()
+                for holder, gang in holders.items()
+                if self._kept_out(claims, holder, gang)
+            }
+        if not yielding or (len(yielding) == 1 and cq.name in yielding):
+            return None  # no claim gives way: the queue's bounds and screen cover its head
+        return head
+
+    def _claimant_may_fit(self, cq: ClusterQueueState, head: Workload, claims: _Claims) -> bool:
+        """Could ``head``, the gang through which ``cq`` claims, fit the quota now in some flavor
+        option, borrowing what leaves the other queues' claims covered?"""
+        node = cq.node
+        available = self.quota.available
+        usage, nominal = node.usage, node.nominal
+        name = cq.name
+        for option in self._options(cq, head).usages:
+            for fr, need in option.items():
+                if need <= 0:
+                    continue
+                amount = available(node, fr)
+                if amount >= need and _claimed(claims, fr, name):
+                    unused = nominal.get(fr, 0) - usage.get(fr, 0)
+                    holders = claims[fr]
+                    if all(h == name or self._kept_out(claims, h, w) for h, w in holders.items()):
+                        amount = _claim_allows(amount, unused, _reserved(claims, fr, name))
+                    else:
+                        amount = min(amount, max(0, unused))
+                if amount < need:
+                    break
+            else:
+                return True
+        return False
+
+    def _claims_now(self, cq: ClusterQueueState) -> _Claims:
         """The reclaim claims of ``cq``'s tree as they are now (outside a cycle)."""
-        claims: dict[FlavorResource, dict[str, Workload]] = {}
+        claims = _Claims()
         if self._protected and cq.node.root() is not cq.node:
             for other in self._tree_queues(cq):
                 if other.protected_head is not None:
                     head = other.head()
                     if head is not None:
                         self._add_claims(claims, other, head)
+        claims.sealed = True
         return claims
 
     def _tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
@@ -1309,6 +1411,19 @@ class Engine:
             self._note_classes_short(cq, short)
         workloads = self.workloads
         keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
+        claims = self._tree_claims(cq, ctx)
+        claimant = self._claimant_head(cq, claims)
+        if claimant is not None:
+            # Among the keys, and kept there when the bounds shrink during the walk (a candidate
+            # anyway, it fit the bounds of a flavor it cannot have, and was dropped from a retry
+            # when that flavor's quota went to gangs ahead of it: random world 7 at 40 s).
+            at = bisect.bisect_left(keys, claimant.order_key)
+            if at < len(keys) and keys[at] == claimant.order_key:
+                pass
+            elif self._claimant_may_fit(cq, claimant, claims):
+                keys.insert(at, claimant.order_key)
+            else:
+                claimant = None
         holding: Workload | None = None
         if keys and not (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
             head = self._holding_head(cq, ctx.now)
@@ -1326,7 +1441,7 @@ class Engine:
                     # gang ahead of it fails in this cycle and so becomes the protected head in its
                     # place (then the walk decides at each step, see _retry_keys).
                     keys = keys[:end]
-        retried = self._retry_keys(cq, keys, ctx, holding)
+        retried = self._retry_keys(cq, keys, ctx, holding, claimant)
         return merge_keys(iter(cq.active), retried) if cq.active else retried
 
     def _candidate_bounds(self, cq: ClusterQueueState, ctx: _Cycle) -> list[dict[str, int]]:
@@ -1389,7 +1504,7 @@ class Engine:
         return True
 
     def _note_short(
-        self, cq: ClusterQueueState, amounts: _Amounts, claims: Mapping[FlavorResource, Mapping[str, Workload]]
+        self, cq: ClusterQueueState, amounts: _Amounts, claims: _Claims
     ) -> None:
         """Keep what :meth:`_may_fit_any` just showed (``cq.screen_first`` is the resource that
         no queued gang of ``cq`` can get enough of), for :meth:`_still_short`."""
@@ -1471,7 +1586,7 @@ class Engine:
             ),
         )
 
-    def _still_short(self, cq: ClusterQueueState, claims: Mapping[FlavorResource, Mapping[str, Workload]]) -> bool:
+    def _still_short(self, cq: ClusterQueueState, claims: _Claims) -> bool:
         """Would a retry of ``cq`` try no gang at all? Asked at the start of a cycle (and again at
         the queue's turn if its tree's usage changed in between), when all that
         asked for the retry since the last one is quota given back by other queues of its tree,
@@ -1507,6 +1622,7 @@ class Engine:
         name = cq.name
         total = 0
         usage, nominal = cq.node.usage, cq.node.nominal
+        capped = False  # a claim capped what the queue could take (not for its claimant's head)
         for fr, need, amount, mark, used in entries:
             gain = released.get(fr, 0) - mark
             if gain > 0:
@@ -1520,13 +1636,20 @@ class Engine:
                 gain = min(gain, drop)
             most = amount + gain
             if _claimed(claims, fr, name):
-                most = min(most, max(0, nominal.get(fr, 0) - usage.get(fr, 0)))  # as _amount does
+                unused = max(0, nominal.get(fr, 0) - usage.get(fr, 0))
+                if most > unused:  # as _amount does
+                    most = unused
+                    capped = True
             if split:
                 total += most
             elif most >= need:
                 return False
         if split and total >= least:
             return False
+        if capped:
+            head = self._claimant_head(cq, claims)
+            if head is not None and self._claimant_may_fit(cq, head, claims):
+                return False
         return self._retry_walks_candidates(cq)
 
     def _retry_walks_candidates(self, cq: ClusterQueueState) -> bool:
@@ -1544,7 +1667,12 @@ class Engine:
         return head is not None and not head.order_key > cq.inadmissible.first()
 
     def _retry_keys(
-        self, cq: ClusterQueueState, keys: list[OrderKey], ctx: _Cycle, holding: Workload | None = None
+        self,
+        cq: ClusterQueueState,
+        keys: list[OrderKey],
+        ctx: _Cycle,
+        holding: Workload | None = None,
+        claimant: Workload | None = None,
     ) -> Iterator[OrderKey]:
         """The waiting gangs to retry, lazily, in queue order: each next one is the next waiting
         gang while the queue has no protected head at or ahead of it, or has not made its
@@ -1552,7 +1680,9 @@ class Engine:
         :meth:`_best_effort_cursor`). Decided at each step, since trying a gang can admit the head
         or make a new one. ``holding``: a head past the starvation timeout, among the candidates,
         whose reservation was left open; when the walk passes it, it ends there if the queue's
-        protected head then starves (it was not admitted, or a gang ahead of it failed)."""
+        protected head then starves (it was not admitted, or a gang ahead of it failed).
+        ``claimant``: the gang through which the queue claims, among the keys although it may not
+        fit the bounds (see :meth:`_claimant_head`); it stays among them."""
         inadmissible = cq.inadmissible  # not changed before the end of the cycle
         m = len(keys)
         j = 0
@@ -1575,8 +1705,12 @@ class Engine:
                         bounds = self._candidate_bounds(cq, ctx)
                         refilter = True
                     if refilter:
-                        while j < m and not any(
-                            all(v <= b.get(r, 0) for r, v in workloads[keys[j][3]].totals.items()) for b in bounds
+                        while (
+                            j < m
+                            and not any(
+                                all(v <= b.get(r, 0) for r, v in workloads[keys[j][3]].totals.items()) for b in bounds
+                            )
+                            and (claimant is None or keys[j] != claimant.order_key)
                         ):
                             j += 1
                     if j == m:
@@ -1638,15 +1772,16 @@ class Engine:
         stop_at_preempt = cq.spec.flavor_fungibility.when_can_preempt == "MayStopSearch"
         listed = reclaimed = False
         unblocked: list[int] = []  # options that fit the quota and that no lender reclaims
+        claimant: bool | None = None  # is it the gang through which its queue claims?
         for index, option in enumerate(options.usages):
             mode = FIT
-            borrowed: list[FlavorResource] = []
+            borrowed: list[tuple[FlavorResource, int]] = []
             for fr, need in option.items():
                 if need <= 0:
                     continue
                 if need <= available[fr]:
                     if usage.get(fr, 0) + need > nominal.get(fr, 0):
-                        borrowed.append(fr)
+                        borrowed.append((fr, need))
                 elif need <= available.potential(fr):
                     mode = PREEMPT
                 else:
@@ -1658,10 +1793,15 @@ class Engine:
             if mode == PREEMPT:
                 if stop_at_preempt:
                     break
-            elif not borrowed or available.reclaimer(self, cq, borrowed, ctx) is None:
+            elif not borrowed:
                 unblocked.append(index)
             else:
-                reclaimed = True
+                if claimant is None:
+                    claimant = self._tree_claims(cq, ctx).claimants.get(cq.name) is wl
+                if available.reclaimer(self, cq, wl, claimant, borrowed, ctx) is None:
+                    unblocked.append(index)
+                else:
+                    reclaimed = True
         if not listed:
             return False  # never fits: _try says so
         if unblocked:
@@ -1756,7 +1896,7 @@ class Engine:
         reclaimer: Workload | None = None
         for a in quota_ok:
             if a.borrowing:
-                claimer = self._reclaimer(cq, a, ctx)
+                claimer = self._reclaimer(cq, wl, a, ctx)
                 if claimer is not None:
                     # Kept when a later option fails otherwise: the gang did not lack capacity
                     # only, and may fit later in the cycle, once the lender's gang is admitted.
@@ -2163,7 +2303,18 @@ class Engine:
         everything behind them)."""
         node = cq.node
         borrowed = [fr for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)]
-        return self._reclaimer_for(cq, borrowed) is not None
+        if not borrowed:
+            return False
+        # Whether a claim is in force, whatever the amounts (even for a claimant's head, which
+        # may borrow what leaves the claims covered): those shrink as a cycle admits gangs, and
+        # the existence of a claim changes only with the heads and the lenders' usage.
+        for other, head in self._other_heads(cq):
+            onode = other.node
+            for fr in borrowed:
+                need = head.totals.get(fr[1], 0)
+                if need and onode.usage.get(fr, 0) + need <= onode.nominal.get(fr, 0):
+                    return True
+        return False
 
     def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
@@ -2356,50 +2507,123 @@ class Engine:
             if h.order_key < wl.order_key and any(fr[1] in h.totals for fr in a.usage):
                 yield h
 
-    def _reclaimer(self, cq: ClusterQueueState, a: Assignment, ctx: _Cycle) -> Workload | None:
-        """A waiting gang of another queue that is entitled to the quota ``a`` would borrow.
-
-        A ClusterQueue's nominal quota is its own: while it lends it out and has a gang waiting
-        that fits within that nominal quota, nobody else may borrow it. Without this rule a
-        preempted borrower is re-admitted (it is older) the moment it stops, and is preempted
-        again by the same reclaimer, forever.
-        """
+    def _reclaimer(self, cq: ClusterQueueState, wl: Workload, a: Assignment, ctx: _Cycle) -> Workload | None:
+        """A waiting gang of another queue that is entitled to the quota ``wl`` would borrow
+        with ``a`` (see :meth:`_reclaimer_for`)."""
         node = cq.node
-        borrowed = [fr for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)]
-        return self._reclaimer_for(cq, borrowed, ctx)
+        borrowed = [
+            (fr, amount) for fr, amount in a.usage.items() if node.usage.get(fr, 0) + amount > node.nominal.get(fr, 0)
+        ]
+        return self._reclaimer_for(cq, wl, borrowed, ctx)
 
     def _reclaimer_for(
-        self, cq: ClusterQueueState, borrowed: list[FlavorResource], ctx: _Cycle | None = None
+        self, cq: ClusterQueueState, wl: Workload, borrowed: list[tuple[FlavorResource, int]], ctx: _Cycle
     ) -> Workload | None:
-        """The waiting gang of another queue in ``cq``'s tree that claims back one of ``borrowed``.
+        """The waiting gang of another queue in ``cq``'s tree whose claim keeps ``wl`` from
+        borrowing ``borrowed`` (flavor-resource, the amount ``wl`` would borrow of it).
 
-        Within a cycle (``ctx``) a claim, once in force, holds until the cycle ends, even if the
-        claimant is admitted meanwhile: what a queue may take then only shrinks during a cycle,
-        so the cycle can tell at its start which gangs could fit at all (the claimant's queue
-        retries the others in the next cycle, which :meth:`schedule` runs at once).
+        A ClusterQueue's nominal quota is its own: while it lends it out and has a gang waiting
+        that fits within that nominal quota (its protected head), it claims the quota back, and
+        nobody else may borrow it. Without this rule a preempted borrower is re-admitted (it is
+        older) the moment it stops, and is preempted again by the same reclaimer, forever.
+
+        Except where a claim gives way: when the claim's own gang is itself kept out by other
+        claims (:meth:`_kept_out`), another claimant's waiting gang (``wl`` is the gang its own
+        queue claims through) may borrow as long as what stays available to its queue covers
+        the needs of the claims it borrows from. Two queues whose waiting heads each fit their
+        own quota of one resource and must borrow the other's (one has GPUs and too few CPUs,
+        the other CPUs and no GPUs) used to keep each other out for good, on an idle cluster,
+        and with them every third queue that borrowed either resource. Only claimants' gangs:
+        they are what such a cycle of claims holds; every other borrower still leaves a claimed
+        resource alone, which keeps the lender's quota for its head however many borrowers come
+        and go. Two claimants whose needs do not fit together still keep each other out (see
+        docs/engine.md).
+
+        Within a cycle a claim, once in force, holds until the cycle ends, even if the claimant
+        is admitted meanwhile, and so does the gang its queue claims through: what another
+        queue may take then only shrinks during a cycle, so the cycle can tell at its start
+        which gangs could fit at all (the claimant's queue retries the others in the next
+        cycle, which :meth:`schedule` runs at once).
         """
         if not borrowed:
             return None
-        if ctx is not None:
-            claims = self._tree_claims(cq, ctx)
-            if claims:
-                name = cq.name
-                for fr in borrowed:
-                    holders = claims.get(fr)
-                    if holders:
-                        for holder, head in holders.items():
-                            if holder != name:
-                                return head
+        claims = self._tree_claims(cq, ctx)
+        if not claims:
             return None
-        for other, head in self._other_heads(cq):
-            onode = other.node
-            for fr in borrowed:
-                need = head.totals.get(fr[1], 0)
-                if need and onode.usage.get(fr, 0) + need <= onode.nominal.get(fr, 0):
-                    return head
+        name = cq.name
+        claimant = claims.claimants.get(name) is wl
+        for fr, need in borrowed:
+            holders = claims.get(fr)
+            if not holders:
+                continue
+            first: Workload | None = None
+            reserved = 0
+            for holder, head in holders.items():
+                if holder != name:
+                    if not claimant or not self._kept_out(claims, holder, head):
+                        return head
+                    if first is None:
+                        first = head
+                    reserved += head.totals.get(fr[1], 0)
+            if first is not None and self.quota.available(cq.node, fr) - need < reserved:
+                return first
         return None
 
-    def _tree_claims(self, cq: ClusterQueueState, ctx: _Cycle) -> dict[FlavorResource, dict[str, Workload]]:
+    def _kept_out(self, claims: _Claims, holder: str, head: Workload) -> bool:
+        """Must every flavor option of ``head``, through which ClusterQueue ``holder`` claims,
+        borrow (need more than ``holder``'s nominal quota of) something that another queue
+        claimed when the cycle started (see :meth:`_reclaimer_for`)?
+
+        Read from the nominal quota, not the usage, and from the claims in force as the cycle
+        started, so that it does not change during a cycle: what a gang may take must only
+        shrink then (a usage that grew during the cycle made a head kept out, and another
+        queue's head could then borrow what it could not at the cycle's start: random world 24
+        with CPU-only gangs). A head that borrows only because its own queue's gangs use its
+        quota waits for those, not for a claim."""
+        other = self.cluster_queues.get(holder)
+        if other is None:
+            return False
+        beyond = self._beyond_nominal(other, head)
+        if beyond is None:
+            return False
+        known = claims.kept_out.get(head.key)
+        if known is None:
+            late = claims.late
+            known = all(
+                any(
+                    (holders := claims.get(fr)) is not None
+                    and any(h != holder and (fr, h) not in late for h in holders)
+                    for fr in frs
+                )
+                for frs in beyond
+            )
+            claims.kept_out[head.key] = known
+        return known
+
+    def _beyond_nominal(
+        self, cq: ClusterQueueState, wl: Workload
+    ) -> tuple[tuple[FlavorResource, ...], ...] | None:
+        """Per flavor option of ``wl`` in ``cq``, the flavor-resources it needs more of than the
+        queue's nominal quota; None if some option needs none, or there is no option (cached on
+        the gang until the specs change)."""
+        cached = wl.beyond
+        if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
+            result: tuple[tuple[FlavorResource, ...], ...] | None = None
+            options = self._options(cq, wl)
+            if not options.why and options.usages:
+                nominal = cq.node.nominal
+                per_option: list[tuple[FlavorResource, ...]] = []
+                for option in options.usages:
+                    frs = tuple([fr for fr, amount in option.items() if amount > nominal.get(fr, 0)])
+                    if not frs:
+                        break
+                    per_option.append(frs)
+                else:
+                    result = tuple(per_option)
+            cached = wl.beyond = (self._config_version, cq.name, result)
+        return cached[2]
+
+    def _tree_claims(self, cq: ClusterQueueState, ctx: _Cycle) -> _Claims:
         """The reclaim claims of ``cq``'s tree in this cycle (computed on first use)."""
         root = cq.node.root()
         claims = ctx.claims.get(root)
@@ -2408,14 +2632,20 @@ class Engine:
         return claims
 
     @staticmethod
-    def _add_claims(claims: dict[FlavorResource, dict[str, Workload]], cq: ClusterQueueState, head: Workload) -> None:
+    def _add_claims(claims: _Claims, cq: ClusterQueueState, head: Workload) -> None:
         """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``."""
-        for fr in Engine._claimed_frs(cq, head):
+        frs = Engine._claimed_frs(cq, head)
+        if frs:
+            claims.claimants.setdefault(cq.name, head)
+        for fr in frs:
             holders = claims.get(fr)
             if holders is None:
-                claims[fr] = {cq.name: head}
-            else:
-                holders.setdefault(cq.name, head)
+                holders = claims[fr] = {}
+            if cq.name not in holders:
+                holders[cq.name] = head
+                claims.yielding = None
+                if claims.sealed:
+                    claims.late.add((fr, cq.name))
 
     def _cached_reservation(self, head: Workload, now: float) -> _Reservation | None:
         """The reservation :meth:`_reservation` would return without computing, or None."""

@@ -62,6 +62,7 @@ class Workload:
         "admission",
         "admit_count",
         "admitted_at",
+        "beyond",
         "choices",
         "cq",
         "deactivated",
@@ -138,6 +139,10 @@ class Workload:
         self.victims: tuple[str, ...] = ()
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
         self.choices: tuple[int, str, FlavorOptions] | None = None
+        # (config version, ClusterQueue name, per flavor option the flavor-resources it needs
+        # more of than the queue's nominal quota; None if some option needs none): see
+        # Engine._kept_out.
+        self.beyond: tuple[int, str, tuple[tuple[FlavorResource, ...], ...] | None] | None = None
         # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
         self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
         # After a failed node check of a one-pod-set gang: see NodeMark.

@@ -608,6 +608,23 @@ def test_retry_shortcuts_change_no_decision_with_runtime_limits(seed: int) -> No
     assert shortcuts == unfiltered
 
 
+@pytest.mark.parametrize(("seed", "timeout", "limits"), [(7, 40.0, 0.0), (281, 60.0, 0.5)])
+def test_retry_shortcuts_change_no_decision_when_claims_give_way(seed: int, timeout: float, limits: float) -> None:
+    """Worlds with CPU-only gangs in which a claim gives way to another claimant's gang (see
+    Engine._reclaimer_for). In world 281 (runtime limits on half the gangs, 60 s) the queue
+    whose claim gave way claimed through a second gang, a new head, and the retry's check of
+    whether any claim gave way looked only at the first: the engine that tries every gang
+    admitted the claimant's gang, and the retry never tried it. World 7 at 40 s found, under a
+    wider version of the rule (every claimant's gang could borrow), that a retry dropped that
+    gang when the bounds of a flavor it could not have shrank (Engine._retry_keys keeps it)."""
+    world = _with_cpu_only_gangs(_random_world(seed), seed)
+    if limits:
+        world = _with_runtime_limits(world, seed, limits)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=timeout)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,

@@ -715,3 +715,90 @@ def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_clai
     e.finish("ns/a1", 3)  # deleted while it waits
     assert not e._reservation(h, 3).claimed
     assert admitted(e.schedule(3)) == ["h"]
+
+
+def _mutual_claims(a_gpus: int) -> Engine:
+    """a has ``a_gpus`` GPUs and 1 CPU of its own, b and c have 64 CPUs and no GPUs. c's r1 and
+    r2 borrow 3 of a's GPUs each. b's h1 (4 GPUs, or 5 if a has 10, and 1 CPU) waits for GPUs;
+    then a's h0 (2 GPUs, 2 CPUs) arrives: it fits a's own GPUs, so a claims them back, but it
+    borrows 1 CPU, which b claims back for h1; and h1 borrows the GPUs that a claims. Nobody
+    waits long enough to starve."""
+    e = engine()
+    add_nodes(e, "x", 2)
+    add_queue(e, "a", [quota("x", 1, a_gpus)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("r1", "c", 1, 3, t=0), 0)
+    e.submit(gang("r2", "c", 1, 3, t=0.5), 0)
+    assert admitted(e.schedule(0)) == ["r1", "r2"]
+    e.submit(gang("h1", "b", 1, 4 if a_gpus == 8 else 5, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("h0", "a", 1, 2, cpu=2, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    h0 = e.workload("ns/h0")
+    assert h0 is not None and "'b' is reclaiming" in h0.message
+    return e
+
+
+def test_two_queues_that_claim_what_the_other_borrows_are_both_admitted() -> None:
+    """Once r1 and r2 end, the cohort is idle: 8 GPUs and 129 CPUs free. Each claim's own gang needs
+    more than its queue's nominal quota of what the other claims, so each claim gives way to the
+    other claimant's head, as far as its own gang's need stays covered (h1 takes 4 GPUs, 4 stay
+    for h0's 2; h0 takes 1 CPU, 127 stay for h1's 1). When a claim forbade all borrowing of what
+    it named, neither head was ever admitted, and the cohort stayed idle."""
+    e = _mutual_claims(8)
+    e.finish("ns/r1", 30)
+    e.finish("ns/r2", 30)
+    assert sorted(admitted(e.schedule(30))) == ["h0", "h1"]
+
+
+def test_a_claimant_may_not_borrow_what_another_claimant_needs() -> None:
+    """When only r2 ends, 5 GPUs are free: h1 (4) would leave 1, and a claims 2 back for h0. h1
+    waits although it is older, and h0 is admitted; h1 follows when r1 ends."""
+    e = _mutual_claims(8)
+    e.finish("ns/r2", 30)
+    assert admitted(e.schedule(30)) == ["h0"]
+    h1 = e.workload("ns/h1")
+    assert h1 is not None and h1.state == "Pending"
+    e.finish("ns/r1", 40)
+    assert admitted(e.schedule(40)) == ["h1"]
+
+
+def test_a_borrower_that_claims_nothing_leaves_a_claimed_resource_alone() -> None:
+    """Only a claimant's own waiting gang may borrow what others claim, and only what leaves their
+    needs covered. c's z claims nothing: it may not borrow a's GPUs while a claims them back for
+    h0, even with 4 free and h0 needing 2; it gets them once the claims end."""
+    e = _mutual_claims(10)
+    e.submit(gang("z", "c", 1, 1, t=25), 25)
+    assert admitted(e.schedule(25)) == []
+    z = e.workload("ns/z")
+    assert z is not None and z.reason == "InsufficientQuota" and "'a' is reclaiming" in z.message
+    e.finish("ns/r1", 30)
+    e.finish("ns/r2", 30)
+    decisions = e.schedule(30)
+    assert sorted(admitted(decisions)) == ["h0", "h1", "z"]
+    assert admitted(decisions)[-1] == "z"  # in the next cycle: the heads' claims last theirs
+
+
+def test_a_claim_whose_gang_waits_only_for_its_own_quota_keeps_even_a_claimants_head_out() -> None:
+    """a1 waits for 4 of a's own CPUs, which c's r borrows; it needs nothing beyond a's nominal
+    quota, so a's claim on its GPUs does not give way: b's head h1 may not borrow them, although
+    4 would stay free for a1's 2, and although h1 claims b's CPUs itself. Giving way here would
+    let borrowers take a lender's quota while the lender only waits for its own back."""
+    e = engine()
+    add_nodes(e, "x", 2)
+    add_queue(e, "a", [quota("x", 4, 8)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "b", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("x", 0, 0)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("r", "c", 1, 0, cpu=65, t=0), 0)  # all of a's 4 CPUs and 61 of b's
+    e.submit(gang("r2", "c", 1, 1, cpu=0, t=0.5), 0)
+    assert admitted(e.schedule(0)) == ["r", "r2"]
+    e.submit(gang("a1", "a", 1, 2, cpu=4, t=1), 1)  # 3 CPUs free: waits, claims a's quota back
+    e.submit(gang("h1", "b", 1, 4, cpu=1, t=2), 2)
+    assert admitted(e.schedule(2)) == []
+    e.finish("ns/r2", 3)  # every queue of the cohort is retried; h1 is b's claimant now
+    assert admitted(e.schedule(3)) == []
+    h1 = e.workload("ns/h1")
+    assert h1 is not None and "'a' is reclaiming its lent quota for ns/a1" in h1.message
+    e.finish("ns/r", 4)
+    assert admitted(e.schedule(4)) == ["a1", "h1"]
