@@ -1005,8 +1005,7 @@ class Engine:
                 amount = available(node, fr)
                 if amount >= need and _claimed(claims, fr, name):
                     unused = nominal.get(fr, 0) - usage.get(fr, 0)
-                    holders = claims[fr]
-                    if all(h == name or self._kept_out(claims, h, w) for h, w in holders.items()):
+                    if self._unyielding(claims, fr, name) is None:
                         amount = _claim_allows(amount, unused, _reserved(claims, fr, name))
                     else:
                         amount = min(amount, max(0, unused))
@@ -2553,20 +2552,25 @@ class Engine:
         name = cq.name
         claimant = claims.claimants.get(name) is wl
         for fr, need in borrowed:
-            holders = claims.get(fr)
-            if not holders:
+            if not _claimed(claims, fr, name):
                 continue
-            first: Workload | None = None
-            reserved = 0
-            for holder, head in holders.items():
-                if holder != name:
-                    if not claimant or not self._kept_out(claims, holder, head):
-                        return head
-                    if first is None:
-                        first = head
-                    reserved += head.totals.get(fr[1], 0)
-            if first is not None and self.quota.available(cq.node, fr) - need < reserved:
+            first = next(head for holder, head in claims[fr].items() if holder != name)
+            if not claimant:
                 return first
+            blocker = self._unyielding(claims, fr, name)
+            if blocker is not None:
+                return blocker
+            if self.quota.available(cq.node, fr) - need < _reserved(claims, fr, name):
+                return first
+        return None
+
+    def _unyielding(self, claims: _Claims, fr: FlavorResource, name: str) -> Workload | None:
+        """The first gang through which a ClusterQueue other than ``name`` claims ``fr`` and
+        whose claim does not give way (it is not kept out, :meth:`_kept_out`); None if all of
+        them give way."""
+        for holder, head in claims[fr].items():
+            if holder != name and not self._kept_out(claims, holder, head):
+                return head
         return None
 
     def _kept_out(self, claims: _Claims, holder: str, head: Workload) -> bool:
