@@ -1016,7 +1016,8 @@ class Engine:
         return False
 
     def _claims_now(self, cq: ClusterQueueState) -> _Claims:
-        """The reclaim claims of ``cq``'s tree as they are now (outside a cycle)."""
+        """The reclaim claims of ``cq``'s tree as they are now, when a cycle first needs them
+        (:meth:`_tree_claims`); those the cycle adds later are ``late``."""
         claims = _Claims()
         if self._protected and cq.node.root() is not cq.node:
             for other in self._tree_queues(cq):
@@ -1417,12 +1418,11 @@ class Engine:
             # anyway, it fit the bounds of a flavor it cannot have, and was dropped from a retry
             # when that flavor's quota went to gangs ahead of it: random world 7 at 40 s).
             at = bisect.bisect_left(keys, claimant.order_key)
-            if at < len(keys) and keys[at] == claimant.order_key:
-                pass
-            elif self._claimant_may_fit(cq, claimant, claims):
-                keys.insert(at, claimant.order_key)
-            else:
-                claimant = None
+            if at == len(keys) or keys[at] != claimant.order_key:  # not a candidate
+                if self._claimant_may_fit(cq, claimant, claims):
+                    keys.insert(at, claimant.order_key)
+                else:
+                    claimant = None
         holding: Workload | None = None
         if keys and not (self._may_preempt(cq) and cq.name not in ctx.preempted_in):
             head = self._holding_head(cq, ctx.now)
@@ -2308,11 +2308,9 @@ class Engine:
         # may borrow what leaves the claims covered): those shrink as a cycle admits gangs, and
         # the existence of a claim changes only with the heads and the lenders' usage.
         for other, head in self._other_heads(cq):
-            onode = other.node
-            for fr in borrowed:
-                need = head.totals.get(fr[1], 0)
-                if need and onode.usage.get(fr, 0) + need <= onode.nominal.get(fr, 0):
-                    return True
+            claimed = self._claimed_frs(other, head)
+            if claimed and any(fr in claimed for fr in borrowed):
+                return True
         return False
 
     def _fits_with(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
