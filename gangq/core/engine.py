@@ -97,14 +97,18 @@ def _claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorRe
     return len(holders) > 1 or name not in holders
 
 
-def _reserved(claims: Mapping[FlavorResource, Mapping[str, Workload]], fr: FlavorResource, name: str) -> int:
-    """How much of ``fr`` ClusterQueues other than ``name`` claim back: their waiting gangs' needs."""
+def _reserved(claims: _Claims, fr: FlavorResource, name: str, wl: Workload) -> int:
+    """How much of ``fr`` ClusterQueues other than ``name`` claim back from ``wl``, the gang
+    through which ``name`` claims: their waiting gangs' needs, except those of gangs behind
+    ``wl`` in queue order that could not fit when the claims were made (``claims.stuck``, see
+    Engine._reclaimer_for)."""
     holders = claims.get(fr)
     if not holders:
         return 0
     total = 0
+    stuck = claims.stuck
     for holder, head in holders.items():
-        if holder != name:
+        if holder != name and not (stuck and head.key in stuck and head.order_key > wl.order_key):
             total += head.totals.get(fr[1], 0)
     return total
 
@@ -123,9 +127,10 @@ class _Claims(dict[FlavorResource, dict[str, Workload]]):
     claims anything, that gang (see Engine._reclaimer_for). Within a cycle, claims made after
     it started are ``late``: whether a claimant's gang is kept out (``kept_out``, per gang)
     is read from the others. ``yielding``: the ClusterQueues that claim something through a
-    gang that is kept out (None: not worked out since the last claim was added)."""
+    gang that is kept out (None: not worked out since the last claim was added). ``stuck``:
+    the gangs of yielding claims that could not fit the quota when the cycle started."""
 
-    __slots__ = ("claimants", "kept_out", "late", "sealed", "yielding")
+    __slots__ = ("claimants", "kept_out", "late", "sealed", "stuck", "yielding")
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,6 +138,7 @@ class _Claims(dict[FlavorResource, dict[str, Workload]]):
         self.kept_out: dict[str, bool] = {}
         self.late: set[tuple[FlavorResource, str]] = set()
         self.sealed = False
+        self.stuck: frozenset[str] = frozenset()
         self.yielding: set[str] | None = None
 
 
@@ -977,19 +983,25 @@ class Engine:
         head = claims.claimants.get(cq.name)
         if head is None or head.queued != "inadmissible":
             return None
+        yielding = self._yielding(claims)
+        if not yielding or (len(yielding) == 1 and cq.name in yielding):
+            return None  # no claim gives way: the queue's bounds and screen cover its head
+        return head
+
+    def _yielding(self, claims: _Claims) -> set[str]:
+        """The ClusterQueues whose claim gives way somewhere: they claim through a gang that is
+        kept out (:meth:`_kept_out`), per holder of a claim the gang it claims through there (a
+        queue whose head changed during the cycle claims new flavor-resources through the new
+        one). Worked out again after a claim is added."""
         yielding = claims.yielding
         if yielding is None:
-            # Per holder of a claim, the gang it claims through there (a queue whose head changed
-            # during the cycle claims new flavor-resources through the new one).
             yielding = claims.yielding = {
                 holder
                 for holders in claims.values()
                 for holder, gang in holders.items()
                 if self._kept_out(claims, holder, gang)
             }
-        if not yielding or (len(yielding) == 1 and cq.name in yielding):
-            return None  # no claim gives way: the queue's bounds and screen cover its head
-        return head
+        return yielding
 
     def _claimant_may_fit(self, cq: ClusterQueueState, head: Workload, claims: _Claims) -> bool:
         """Could ``head``, the gang through which ``cq`` claims, fit the quota now in some flavor
@@ -1006,7 +1018,7 @@ class Engine:
                 if amount >= need and _claimed(claims, fr, name):
                     unused = nominal.get(fr, 0) - usage.get(fr, 0)
                     if self._unyielding(claims, fr, name) is None:
-                        amount = _claim_allows(amount, unused, _reserved(claims, fr, name))
+                        amount = _claim_allows(amount, unused, _reserved(claims, fr, name, head))
                     else:
                         amount = min(amount, max(0, unused))
                 if amount < need:
@@ -1025,8 +1037,30 @@ class Engine:
                     head = other.head()
                     if head is not None:
                         self._add_claims(claims, other, head)
+            if len(claims.claimants) > 1 and len(self._yielding(claims)) > 1:
+                claims.stuck = self._stuck_claimants(claims)
         claims.sealed = True
         return claims
+
+    def _stuck_claimants(self, claims: _Claims) -> frozenset[str]:
+        """The gangs through which yielding claims are made (:meth:`_yielding`) that cannot fit
+        the quota now, each keeping the others' needs covered (:meth:`_claimant_may_fit`).
+
+        Two claimants' gangs whose needs do not fit together would otherwise keep each other
+        out for good: queue a has 8 GPUs and its gang needs 6 of them and borrows 4 CPUs, queue
+        b has 8 CPUs and its gang needs 6 and borrows 4 GPUs; each could run alone, but each
+        would leave less than the other needs. A stuck gang's need is not kept free from a
+        claimant's gang ahead of it in queue order (priority, then time): the first of the two
+        runs, the other follows. A gang that can fit keeps its need covered, whatever its place:
+        the claim on a lender's own quota stands against an older borrower. Worked out once, as
+        the cycle's claims are made, so that what a gang may take only shrinks during a cycle."""
+        stuck: set[str] = set()
+        for holder in self._yielding(claims):
+            gang = claims.claimants.get(holder)
+            cq = self.cluster_queues.get(holder)
+            if gang is not None and cq is not None and not self._claimant_may_fit(cq, gang, claims):
+                stuck.add(gang.key)
+        return frozenset(stuck)
 
     def _tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
         """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
@@ -2533,8 +2567,8 @@ class Engine:
         and with them every third queue that borrowed either resource. Only claimants' gangs:
         they are what such a cycle of claims holds; every other borrower still leaves a claimed
         resource alone, which keeps the lender's quota for its head however many borrowers come
-        and go. Two claimants whose needs do not fit together still keep each other out (see
-        docs/engine.md).
+        and go. Two claimants whose needs do not fit together would still keep each other out:
+        the one behind in queue order gives way to the other (:meth:`_stuck_claimants`).
 
         Within a cycle a claim, once in force, holds until the cycle ends, even if the claimant
         is admitted meanwhile, and so does the gang its queue claims through: what another
@@ -2558,7 +2592,7 @@ class Engine:
             blocker = self._unyielding(claims, fr, name)
             if blocker is not None:
                 return blocker
-            if self.quota.available(cq.node, fr) - need < _reserved(claims, fr, name):
+            if self.quota.available(cq.node, fr) - need < _reserved(claims, fr, name, wl):
                 return first
         return None
 

@@ -802,3 +802,49 @@ def test_a_claim_whose_gang_waits_only_for_its_own_quota_keeps_even_a_claimants_
     assert h1 is not None and "'a' is reclaiming its lent quota for ns/a1" in h1.message
     e.finish("ns/r", 4)
     assert admitted(e.schedule(4)) == ["a1", "h1"]
+
+
+def _claimants_that_do_not_fit_together(b_priority: int = 0) -> Engine:
+    """a has 8 GPUs and no CPUs, b 8 CPUs and no GPUs. c's r borrows 4 of each, so a's a1 (6 GPUs,
+    borrows 4 CPUs) and b's b1 (6 CPUs, borrows 4 GPUs) wait, and each queue claims its own quota
+    back. Each could run alone on the idle cohort, but not both: each leaves the other short."""
+    e = engine()
+    add_nodes(e, "x", 2)
+    borrow = PreemptionSpec(reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority")
+    add_queue(e, "a", [quota("x", 0, 8)], cohort="pool", mode="QuotaOnly", preemption=borrow)
+    add_queue(e, "b", [quota("x", 8, 0)], cohort="pool", mode="QuotaOnly", preemption=borrow)
+    add_queue(e, "c", [quota("x", 0, 0)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("r", "c", 1, 4, cpu=4, t=0), 0)
+    assert admitted(e.schedule(0)) == ["r"]
+    e.submit(gang("a1", "a", 1, 6, cpu=4, t=1), 1)
+    e.submit(gang("b1", "b", 1, 4, cpu=6, priority=b_priority, t=2), 1)
+    assert admitted(e.schedule(1)) == []
+    return e
+
+
+def test_two_claimants_whose_needs_do_not_fit_together_run_in_queue_order() -> None:
+    """When r ends, neither a1 nor b1 could be admitted leaving the other's need covered. They
+    used to wait for each other for good, on an idle cohort; now the older, a1, runs first (b1's
+    need is not kept free from it), and b1 follows when a1 ends."""
+    e = _claimants_that_do_not_fit_together()
+    e.finish("ns/r", 10)
+    decisions = e.schedule(10)
+    assert admitted(decisions) == ["a1"] and evicted(decisions) == []
+    b1 = e.workload("ns/b1")
+    assert b1 is not None and b1.state == "Pending"
+    assert evicted(e.schedule(11)) == []
+    e.finish("ns/a1", 20)
+    assert admitted(e.schedule(20)) == ["b1"]
+
+
+def test_between_claimants_that_do_not_fit_together_priority_comes_first_and_nobody_ping_pongs() -> None:
+    """b1 has the higher priority: it runs first although it is younger. a1 may not preempt it
+    (a1 borrows, and b1's priority is not lower), and b1 keeps running: no reclaim loop."""
+    e = _claimants_that_do_not_fit_together(b_priority=5)
+    e.finish("ns/r", 10)
+    assert admitted(e.schedule(10)) == ["b1"]
+    for t in (11, 12, 13):
+        decisions = e.schedule(t)
+        assert admitted(decisions) == [] and evicted(decisions) == []
+    e.finish("ns/b1", 20)
+    assert admitted(e.schedule(20)) == ["a1"]
