@@ -121,6 +121,19 @@ def _claim_allows(available: int, unused: int, reserved: int) -> int:
     return max(min(available, max(0, unused)), available - reserved)
 
 
+def _claims_of(cq: ClusterQueueState, wl: Workload) -> tuple[FlavorResource, ...]:
+    """The flavor-resources ``cq`` would claim back for ``wl`` as its waiting gang: those it
+    needs and that fit within the queue's unused nominal quota (uncached: Engine._claimed_frs)."""
+    node = cq.node
+    usage = node.usage
+    totals = wl.totals
+    return tuple(
+        fr
+        for fr, nominal in node.nominal.items()
+        if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
+    )
+
+
 class _Claims(dict[FlavorResource, dict[str, Workload]]):
     """The reclaim claims of one cohort tree: flavor-resource -> ClusterQueue -> the waiting gang
     through which that queue claims its lent quota back; ``claimants``, per ClusterQueue that
@@ -262,7 +275,7 @@ class _Cycle:
 class _Reservation:
     """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
 
-    __slots__ = ("claimed", "never", "time", "version")
+    __slots__ = ("claimed", "held", "never", "time", "version")
 
     def __init__(self, version: tuple[int, int], time: float | None, never: bool) -> None:
         self.version = version  # (capacity version, heads version) it was worked out in
@@ -271,6 +284,9 @@ class _Reservation:
         # Some flavor option was ruled out only by a lender's claim (_claimed_from): the claim
         # may end within a cycle, when its gang is admitted, and the head fit then.
         self.claimed = False
+        # Some flavor option fits now but an older head's reservation holds it back: that head
+        # may be admitted within a cycle, and this one fit then.
+        self.held = False
 
 
 class Engine:
@@ -921,13 +937,7 @@ class Engine:
         node = cq.node
         cached_head, version, frs = cq.claims_cache
         if cached_head is not head or version != node.usage_version:
-            usage = node.usage
-            totals = head.totals
-            frs = tuple(
-                fr
-                for fr, nominal in node.nominal.items()
-                if (need := totals.get(fr[1], 0)) and usage.get(fr, 0) + need <= nominal
-            )
+            frs = _claims_of(cq, head)
             cq.claims_cache = (head, node.usage_version, frs)
         return frs
 
@@ -1935,7 +1945,11 @@ class Engine:
                     # only, and may fit later in the cycle, once the lender's gang is admitted.
                     reclaimer = claimer
                     continue
-            in_scope = [h for h in self._heads_in_scope(cq, wl, a) if not self._not_now(h, ctx)]
+            in_scope = [
+                h
+                for h in self._heads_in_scope(cq, wl, a)
+                if not self._not_now(h, ctx) and (h.cq is cq or not self._claim_keeps_out(cq, wl, h, ctx))
+            ]
             stmt = Statement(self.quota, self.nodes)
             self._charge(wl, cq, a.usage)
             why = ""
@@ -2491,9 +2505,16 @@ class Engine:
 
     def _holds_queue(self, head: Workload, now: float) -> bool:
         """Does starving ``head`` hold back every later gang for sure? Not when only a lender's
-        claim keeps it from fitting (:attr:`_Reservation.claimed`): gangs behind it that do not
-        delay it may pass."""
-        return self._starving(head, now) and not self._reservation(head, now).claimed
+        claim keeps it from fitting (:attr:`_Reservation.claimed`), or an older head's
+        reservation (:attr:`_Reservation.held`): either may end later in the same cycle (the
+        lender's gang, the older head admitted), and then gangs behind it that do not delay it
+        may pass. Stopping at a held head for the rest of the cycle decided otherwise than
+        trying every gang (random world 459 with CPU-only gangs at 40 s: the older head that
+        held it back was admitted later in the cycle)."""
+        if not self._starving(head, now):
+            return False
+        info = self._reservation(head, now)
+        return not (info.claimed or info.held)
 
     def _not_now(self, head: Workload, ctx: _Cycle) -> bool:
         """Is ``head`` known to hold nothing back now, without computing its reservation?
@@ -2524,6 +2545,45 @@ class Engine:
                     break
             else:
                 return False  # this option fits the quota: it may fit now
+        return True
+
+    def _claim_keeps_out(self, cq: ClusterQueueState, wl: Workload, head: Workload, ctx: _Cycle) -> bool:
+        """Would the claim that ``cq`` makes through ``wl`` keep ``head``, another queue's waiting
+        head, out in every flavor option? ``wl`` claims if it is ``cq``'s protected head, or
+        becomes it by failing now. Then ``head`` cannot be admitted before ``wl`` is, and
+        admitting ``wl`` cannot delay it: its reservation does not hold ``wl`` back.
+
+        The problem it solves: a starving head that must borrow a lender's quota held back the
+        lender's own waiting gang (which borrows something else, and so is in its scope), while
+        the lender's claim kept the starving head out; both waited, on an idle cohort, until
+        unrelated capacity came free (random world 457 with CPU-only gangs, 40 s timeout).
+        Not where ``head`` may borrow through a claim that gives way (both claim, and ``wl`` is
+        kept out itself, see :meth:`_reclaimer_for`)."""
+        first = cq.head()
+        if first is not None and first is not wl and first.order_key < wl.order_key:
+            return False  # wl would not become the protected head: its queue claims through first
+        frs = self._claimed_frs(cq, wl) if first is wl else _claims_of(cq, wl)
+        if not frs:
+            return False
+        other = head.cq
+        if other is None:
+            return False
+        totals = head.totals
+        if not any(fr[1] in totals for fr in frs):
+            return False
+        claims = self._tree_claims(cq, ctx)
+        if claims.claimants.get(other.name) is head and self._kept_out(claims, cq.name, wl):
+            return False
+        cands = self._assignments(other, head, messages=False)
+        if cands.never_fits or not cands.assignments:
+            return False
+        usage, nominal = other.node.usage, other.node.nominal
+        for a in cands.assignments:  # the flavor options it could ever get
+            for fr, amount in a.usage.items():
+                if amount > 0 and fr in frs and usage.get(fr, 0) + amount > nominal.get(fr, 0):
+                    break
+            else:
+                return False  # this option borrows nothing that wl's queue claims
         return True
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
@@ -2731,9 +2791,12 @@ class Engine:
                     if self._claimed_from(cq, a):
                         result.claimed = True
                         continue
-                    if self._fits_and_held_back(cq, head, a, truncated, nodes_checked, now) is False:
+                    held = self._fits_and_held_back(cq, head, a, truncated, nodes_checked, now)
+                    if held is False:
                         result.time = now
                         break
+                    if held:
+                        result.held = True
                 if result.time is None and self._running_by_end:
                     with Statement(self.quota, self.nodes):
                         result.time = self._end_time_fit(cq, head, cands, set(), nodes_checked, now)
@@ -2808,10 +2871,10 @@ class Engine:
             for a, scope in zip(cands.assignments, scopes, strict=True):
                 if self._claimed_from(cq, a):
                     result.claimed = True
-                elif self._fits_with(cq, head, a, nodes_checked) and not self._held_back(
-                    cq, head, a, scope, nodes_checked, now
-                ):
-                    return now
+                elif self._fits_with(cq, head, a, nodes_checked):
+                    if not self._held_back(cq, head, a, scope, nodes_checked, now):
+                        return now
+                    result.held = True
             return self._end_time_fit(cq, head, cands, released, nodes_checked, now)
 
     def _end_time_fit(

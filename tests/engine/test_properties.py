@@ -625,6 +625,22 @@ def test_retry_shortcuts_change_no_decision_when_claims_give_way(seed: int, time
     assert shortcuts == unfiltered
 
 
+@pytest.mark.parametrize(("seed", "timeout"), [(459, 40.0), (459, 60.0), (327, 60.0)])
+def test_retry_shortcuts_change_no_decision_when_a_held_head_is_freed_within_the_cycle(
+    seed: int, timeout: float
+) -> None:
+    """Worlds with CPU-only gangs in which a lender's gang passes a starving head that it keeps
+    out (Engine._claim_keeps_out). In them a starving head fit but an older head's reservation
+    held it back, and that older head was admitted later in the same cycle: the head then fit,
+    and the engine that tries every gang let a gang behind it pass, while the retry, which had
+    stopped at the held head for the rest of the cycle, never tried that gang. A held head
+    (_Reservation.held) no longer holds its queue for sure."""
+    world = _with_cpu_only_gangs(_random_world(seed), seed)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=timeout)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,
