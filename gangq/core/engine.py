@@ -319,6 +319,8 @@ class Engine:
         # starving head holds back its queue until it is admitted (see _holding_head).
         self._limited: dict[str, None] = {}
         self._never: dict[str, tuple[tuple[int, int], bool]] = {}  # key -> (versions, never fits)
+        # key -> (config version, ClusterQueue, the usage of each flavor option it could ever get)
+        self._reachable: dict[str, tuple[int, str, tuple[Mapping[FlavorResource, int], ...]]] = {}
         # Flavor options shared by the gangs of a queue that have the same pod sets (see _options).
         self._shapes: dict[tuple[object, ...], FlavorOptions] = {}
         self._groups: GroupCache = {}  # see flavor_options
@@ -690,6 +692,7 @@ class Engine:
         self._promised.pop(key, None)
         self._limited.pop(key, None)
         self._never.pop(key, None)
+        self._reachable.pop(key, None)
 
     def eviction_done(self, key: str, now: float) -> None:
         """An evicted gang has stopped (JobSet suspended, pods gone): release it and requeue it."""
@@ -2532,10 +2535,10 @@ class Engine:
         if info.claimed:
             return False
         for older in info.held_by:
-            if self._failed_for_capacity(older, ctx):
-                continue
             if not self._starving(older, now):
                 return False
+            if self._failed_for_capacity(older, ctx):
+                continue
             reservation = self._reservation(older, now)
             if reservation.claimed or reservation.held_by:
                 return False  # it may fit later in the cycle: the claim or its own holder gone
@@ -2599,17 +2602,33 @@ class Engine:
         claims = self._tree_claims(cq, ctx)
         if claims.claimants.get(other.name) is head and self._kept_out(claims, cq.name, wl):
             return False
-        cands = self._assignments(other, head, messages=False)
-        if cands.never_fits or not cands.assignments:
+        reachable = self._reachable_options(other, head)
+        if not reachable:
             return False
         usage, nominal = other.node.usage, other.node.nominal
-        for a in cands.assignments:  # the flavor options it could ever get
-            for fr, amount in a.usage.items():
+        for option in reachable:
+            for fr, amount in option.items():
                 if amount > 0 and fr in frs and usage.get(fr, 0) + amount > nominal.get(fr, 0):
                     break
             else:
                 return False  # this option borrows nothing that wl's queue claims
         return True
+
+    def _reachable_options(self, cq: ClusterQueueState, wl: Workload) -> tuple[Mapping[FlavorResource, int], ...]:
+        """The usage of each flavor option of ``wl`` in ``cq`` that it could ever get (nothing
+        beyond the queue's quota potential): none if it never fits. From the specs only, so
+        cached until they change (all of them, also those a ``MayStopSearch`` flavor search
+        does not reach now)."""
+        cached = self._reachable.get(wl.key)
+        if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
+            options = self._options(cq, wl)
+            usages = options.usages[:1] if options.single else options.usages
+            potential, node = self.quota.potential, cq.node
+            reachable = () if options.why else tuple(
+                usage for usage in usages if all(need <= potential(node, fr) for fr, need in usage.items())
+            )
+            cached = self._reachable[wl.key] = (self._config_version, cq.name, reachable)
+        return cached[2]
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
         if not self._protected:
