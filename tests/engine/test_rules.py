@@ -850,12 +850,9 @@ def test_between_claimants_that_do_not_fit_together_priority_comes_first_and_nob
     assert admitted(e.schedule(20)) == ["a1"]
 
 
-def test_a_starving_borrower_does_not_hold_back_the_lenders_gang_it_waits_for() -> None:
-    """s's sg starves waiting for CPUs (r uses them) and 4 GPUs that it must borrow from l. l's lg
-    waits for 4 of l's own GPUs (c's r2 borrows 6) and claims them back; it borrows 1 CPU, so
-    sg's reservation would hold it back once it fits. When r2 ends, lg fits: sg cannot be
-    admitted before it anyway (l's claim), so lg is admitted at once. It used to wait, with the
-    GPUs idle, until r ended and sg fit but for the claim; sg then followed lg."""
+def _starving_borrower() -> Engine:
+    """l has 8 GPUs and 1 CPU, s 64 CPUs and no GPUs. s's r uses 10 CPUs and c's r2 borrows 6 of
+    l's GPUs; s's sg (60 CPUs, 4 GPUs borrowed from l) waits, and starves after 10 s."""
     e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 2)
     add_queue(e, "l", [quota("x", 1, 8)], cohort="pool", mode="QuotaOnly")
@@ -865,6 +862,16 @@ def test_a_starving_borrower_does_not_hold_back_the_lenders_gang_it_waits_for() 
     e.submit(gang("r2", "c", 1, 6, cpu=0, t=0), 0)
     assert admitted(e.schedule(0)) == ["r", "r2"]
     e.submit(gang("sg", "s", 1, 4, cpu=60, t=1), 1)
+    return e
+
+
+def test_a_starving_borrower_does_not_hold_back_the_lenders_gang_it_waits_for() -> None:
+    """s's sg starves waiting for CPUs (r uses them) and 4 GPUs that it must borrow from l. l's lg
+    waits for 4 of l's own GPUs (c's r2 borrows 6) and claims them back; it borrows 1 CPU, so
+    sg's reservation would hold it back once it fits. When r2 ends, lg fits: sg cannot be
+    admitted before it anyway (l's claim), so lg is admitted at once. It used to wait, with the
+    GPUs idle, until r ended and sg fit but for the claim; sg then followed lg."""
+    e = _starving_borrower()
     e.submit(gang("lg", "l", 1, 4, cpu=2, t=2), 2)
     assert admitted(e.schedule(2)) == []
     e.finish("ns/r2", 25)
@@ -878,15 +885,7 @@ def test_a_starving_borrower_does_not_hold_back_the_lenders_gang_it_waits_for() 
 def test_a_starving_borrower_still_holds_back_a_gang_whose_queue_claims_nothing_it_needs() -> None:
     """Same, but l's gang lg2 needs only CPUs: l claims no GPUs, sg could be admitted before it
     (once r ends), so sg's reservation holds it back as before."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
-    add_nodes(e, "x", 2)
-    add_queue(e, "l", [quota("x", 1, 8)], cohort="pool", mode="QuotaOnly")
-    add_queue(e, "s", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
-    add_queue(e, "c", [quota("x", 0, 0)], cohort="pool", mode="QuotaOnly")
-    e.submit(gang("r", "s", 1, 0, cpu=10, t=0), 0)
-    e.submit(gang("r2", "c", 1, 6, cpu=0, t=0), 0)
-    assert admitted(e.schedule(0)) == ["r", "r2"]
-    e.submit(gang("sg", "s", 1, 4, cpu=60, t=1), 1)
+    e = _starving_borrower()
     assert admitted(e.schedule(1)) == []
     e.finish("ns/r2", 25)
     e.submit(gang("lg2", "l", 1, 0, cpu=2, t=25), 25)
