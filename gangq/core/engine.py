@@ -308,6 +308,10 @@ class Engine:
         self._timer_seq = 0
         self._dirty: dict[str, None] = {}  # ClusterQueues with something to try
         self._updates: dict[str, None] = {}  # workloads whose pending reason changed
+        # Cited gang (its key) -> the gangs whose pending reason named it (see _set_reason), and
+        # the cited gangs that may have stopped being what those reasons say (_refresh_citations).
+        self._citers: dict[str, dict[str, Workload]] = {}
+        self._cite_ended: dict[str, Workload] = {}
         self._unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
         # ClusterQueues with gangs blocked on nodes -> the node pools (ids) that could take their
         # pods (None: any pool); see _capacity_freed_nodes.
@@ -865,6 +869,7 @@ class Engine:
     def _unqueue(self, wl: Workload) -> None:
         self._unrouted.pop(wl.key, None)
         cq = wl.cq
+        self._cited_role_may_end(wl)
         if cq is not None:
             was_head = cq.head() is wl
             cq.discard(wl)
@@ -1113,6 +1118,8 @@ class Engine:
         # borrow get their turn in another cycle at once, not at the next event.
         while self._cycle(now, decisions) and self._dirty:
             pass
+        if self._cite_ended:
+            self._refresh_citations(now)
         for key in self._updates:
             wl = self.workloads.get(key)
             if wl is None or wl.state != "Pending":
@@ -1395,13 +1402,19 @@ class Engine:
         cq.fresh = []
         if head is None:
             return
-        message = (
-            f"StrictFIFO ClusterQueue {cq.name!r}: {head.key}, ahead in the queue, cannot be admitted yet "
-            f"({head.reason}), and nothing may pass it"
-        )
+        message = self._strict_message(cq)
         for wl in fresh:
             if wl.cq is cq and wl.state == "Pending" and wl.reason == "Pending" and head.order_key < wl.order_key:
                 self._set_reason(wl, "BlockedByHead", message)
+
+    @staticmethod
+    def _strict_message(cq: ClusterQueueState) -> str:
+        # The head is not named: it changes with each admission, and the gangs behind it are not
+        # tried again until they reach it, so a name (and the head's reason) went stale at once.
+        return (
+            f"StrictFIFO ClusterQueue {cq.name!r}: the gang at its head cannot be admitted yet, "
+            "and nothing may pass it"
+        )
 
     def _node_retry(self, cq: ClusterQueueState, ctx: _Cycle) -> bool:
         """A retry that only freed node capacity asked for: look at the gangs that failed the node
@@ -1797,8 +1810,8 @@ class Engine:
                 # nodes, if it fails the node check), which no retry request here could match.
                 if self._limited:
                     self._waiting_reservation[cq.name] = None
-                if wl.reason != "BlockedByReservation":
-                    self._set_reason(wl, "BlockedByReservation", self._blocked_message(head, ctx.now))
+                if wl.reason != "BlockedByReservation" or wl.cites is not head:
+                    self._set_reason(wl, "BlockedByReservation", self._blocked_message(head, ctx.now), head)
                 return True
         if wl.reason not in ("InsufficientQuota", "InsufficientNodes"):
             return False
@@ -1907,13 +1920,18 @@ class Engine:
         """
         head = cq.head()
         if head is None or wl.order_key < head.order_key:
+            if head is not None:
+                self._cited_role_may_end(head)
             cq.protected_head = wl
             self._protected[cq.name] = None
             claims = ctx.claims.get(cq.node.root())
             if claims is not None:
                 self._add_claims(claims, cq, wl)
-            # The head it replaces may claim quota back that it does not.
-            if head is not None and not set(self._claimed_frs(cq, head)).issubset(self._claimed_frs(cq, wl)):
+            # The head it replaces may claim quota back that it does not, and its reservation
+            # held back other queues' gangs that borrow (its scope), which the new head's may not.
+            # Without the retry, such a gang waited on a head that no longer was one ("ns/w58 has
+            # waited longer than the starvation timeout" while ns/w60 had taken its place).
+            if head is not None:
                 self._retry_others(cq)
 
     # ------------------------------------------------------------------------------------------
@@ -1991,7 +2009,7 @@ class Engine:
             if blocked_by is not None:
                 break
         if blocked_by is not None:
-            self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now))
+            self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
             if self._limited or not self._starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without
                 # a reservation time (no runtime limits anywhere) holds this gang back until it
@@ -2005,6 +2023,7 @@ class Engine:
                 wl,
                 "InsufficientQuota",
                 f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
+                reclaimer,
             )
             self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
@@ -2180,6 +2199,8 @@ class Engine:
         wl.pods_ready = False
         wl.reason = "Pending"
         wl.message = f"admitted by ClusterQueue {cq.name!r}" + (" (borrowing)" if a.borrowing else "")
+        wl.cites = None
+        self._cited_role_may_end(wl)
         cq.admitted[wl.key] = wl
         cq.admitted_total += 1
         if was_head:
@@ -3015,9 +3036,8 @@ class Engine:
         info = self._reservations.get(head.key)
         if info is not None and info.time is not None:
             return f"would delay the reservation of {head.key} (starts at t={info.time:.0f}); waits behind it"
-        waited = now - head.pending_since
         return (
-            f"{head.key} has waited {waited:.0f}s (starvation timeout {self.config.starvation_timeout:.0f}s) "
+            f"{head.key} has waited longer than the starvation timeout ({self.config.starvation_timeout:.0f}s) "
             "and holds its queue until it fits"
         )
 
@@ -3025,11 +3045,127 @@ class Engine:
     # Reasons and queries
     # ------------------------------------------------------------------------------------------
 
-    def _set_reason(self, wl: Workload, reason: PendingReason, message: str) -> None:
+    def _set_reason(self, wl: Workload, reason: PendingReason, message: str, cites: Workload | None = None) -> None:
+        """Set a pending gang's reason. ``cites``: the gang the message names as what holds this
+        one back; when that gang stops being so, :meth:`_refresh_citations` says what does."""
         wl.reason = reason
         wl.message = message
+        if wl.cites is not cites:
+            wl.cites = cites
+            if cites is not None:
+                citers = self._citers.get(cites.key)
+                if citers is None:
+                    citers = self._citers[cites.key] = {}
+                citers[wl.key] = wl
+                # Checked when the cycles end: a claim holds until its cycle ends, and a gang
+                # tried after the claimant's admission in that cycle still names it.
+                self._cite_ended[cites.key] = cites
         if wl.emitted != (reason, message):
             self._updates[wl.key] = None
+
+    def _cited_role_may_end(self, wl: Workload) -> None:
+        """``wl`` is admitted, leaves its queue or stops being its queue's protected head: the
+        reasons that name it may no longer hold."""
+        if wl.key in self._citers:
+            self._cite_ended[wl.key] = wl
+
+    def _refresh_citations(self, now: float) -> None:
+        """Pending reasons that name a gang as what holds them back (a head's reservation, a
+        lender's claim) stay true: when that gang is no longer its queue's protected head, the
+        gangs whose reason names it and that were not tried again since get a new reason, worked
+        out without trying them (:meth:`_explain`).
+
+        The retry shortcuts skip the gangs that are known to fail, and a skipped gang kept the
+        reason of its last try: "cannot borrow: ClusterQueue 'q1' is reclaiming its lent quota
+        for ns/w30" long after ns/w30 was admitted, and q1's new head ns/w52 claimed nothing the
+        gang needs. Only the gangs whose reason names the gang that changed are looked at: as
+        many as were told so, by tries that happened anyway."""
+        ended = self._cite_ended
+        self._cite_ended = {}
+        ctx: _Cycle | None = None
+        for key, cited in ended.items():
+            cq = cited.cq
+            if cited.state == "Pending" and cq is not None and cited.queued is not None and cq.head() is cited:
+                continue  # still its queue's protected head
+            citers = self._citers.pop(key, None)
+            if not citers:
+                continue
+            for wl in citers.values():
+                cq = wl.cq
+                if wl.cites is not cited or wl.state != "Pending" or cq is None or wl.queued is None:
+                    continue
+                wl.cites = None
+                if cq.inactive_reason or cq.stopped:
+                    continue  # its reason says so already
+                if ctx is None:
+                    ctx = _Cycle(now, [])
+                self._explain(cq, wl, ctx, cited)
+
+    def _explain(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle, cited: Workload) -> None:
+        """Set the reason a try of ``wl`` would give now, without trying it (no admission, no
+        preemption, no retry requested): its queue's holding head, if one is ahead of it; else the
+        quota it lacks, or the lender whose claim keeps it from borrowing; else the node check.
+        For a gang that fits quota and nodes, only a head's reservation (its queue's, or another
+        queue's whose scope it borrows in) can hold it back; if none does, it would fit now, and
+        the try at its queue's next retry gives the reason (``cited``: the gang its reason named)."""
+        if cq.strict and next(cq.ordered()) != wl.order_key:
+            self._set_reason(wl, "BlockedByHead", self._strict_message(cq))
+            return
+        head = self._holding_head(cq, ctx.now)
+        if head is not None and head is not wl and head.order_key < wl.order_key:
+            self._set_reason(wl, "BlockedByReservation", self._blocked_message(head, ctx.now), head)
+            return
+        cands = self._assignments(cq, wl)
+        if cands.never_fits:
+            self._set_reason(wl, "NeverFits", cands.message)
+            return
+        quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
+        if not quota_ok:
+            self._set_reason(wl, "InsufficientQuota", cands.message)
+            return
+        reclaimer: Workload | None = None
+        open_options: list[Assignment] = []
+        for a in quota_ok:
+            claimer = self._reclaimer(cq, wl, a, ctx) if a.borrowing else None
+            if claimer is None:
+                open_options.append(a)
+            else:
+                reclaimer = claimer
+        if not open_options and reclaimer is not None and reclaimer.cq is not None:
+            self._set_reason(
+                wl,
+                "InsufficientQuota",
+                f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
+                reclaimer,
+            )
+            return
+        nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+        node_failure = ""
+        for a in open_options:
+            in_scope = [
+                h
+                for h in self._heads_in_scope(cq, wl, a)
+                if not self._not_now(h, ctx) and (h.cq is cq or not self._claim_keeps_out(cq, wl, h, ctx))
+            ]
+            heads = [(h, self._reservation(h, ctx.now)) for h in in_scope]
+            with Statement(self.quota, self.nodes):
+                self._charge(wl, cq, a.usage)
+                why = self._place(wl, a, None)[0] if nodes_checked else ""
+                blocked_by = None if why else self._reservation_blocks(heads, wl, ctx.now, promise=False)
+            if blocked_by is not None:
+                self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
+                return
+            if not why:
+                # It fits now: the try at its queue's next retry gives the reason.
+                self._set_reason(
+                    wl, "Pending", f"{cited.key} no longer holds it back; tried again at its ClusterQueue's next retry"
+                )
+                return
+            node_failure = node_failure or why
+        reason: PendingReason = (
+            "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
+        )
+        self._set_reason(wl, reason, node_failure)
 
     def position(self, key: str) -> tuple[int, int] | None:
         """(1-based position, queue length) of a pending workload in its ClusterQueue."""
@@ -3038,13 +3174,25 @@ class Engine:
             return None
         return wl.cq.position(wl.order_key), wl.cq.pending_count()
 
+    def _shown_message(self, wl: Workload) -> str:
+        """A pending gang's message as a person sees it now: behind a StrictFIFO head, with the
+        head named (the stored message does not name it, see :meth:`_strict_message`)."""
+        cq = wl.cq
+        if wl.reason != "BlockedByHead" or cq is None or wl.state != "Pending":
+            return wl.message
+        first = next(cq.ordered(), None)
+        if first is None or first == wl.order_key:
+            return wl.message
+        head = self.workloads[first[3]]
+        return f"{wl.message} (its head: {head.key}, {head.reason})"
+
     def workload(self, key: str) -> WorkloadView | None:
         """What a person asks about one workload: state, queue, reason, position."""
         wl = self.workloads.get(key)
         if wl is None:
             return None
         pos = self.position(key)
-        message = wl.message
+        message = self._shown_message(wl)
         if wl.state == "Pending" and pos is not None:
             message = f"{message}; position {pos[0]} of {pos[1]}"
         cq_name = wl.cq.name if wl.cq is not None else None
@@ -3073,7 +3221,7 @@ class Engine:
                     wl.spec.queue_name,
                     wl.pending_since,
                     wl.reason,
-                    wl.message,
+                    self._shown_message(wl),
                 )
             )
         return out

@@ -64,6 +64,7 @@ class Workload:
         "admitted_at",
         "beyond",
         "choices",
+        "cites",
         "cq",
         "deactivated",
         "emitted",
@@ -108,6 +109,9 @@ class Workload:
         self.reason: PendingReason = "Pending"
         self.message = "waiting for the first scheduling cycle"
         self.emitted: tuple[str, str] | None = None
+        # The gang its pending reason names as what holds it back (the head whose reservation it
+        # would delay, the claimant whose claim keeps it from borrowing): see Engine._set_reason.
+        self.cites: Workload | None = None
         self.admission: Admission | None = None
         self.admitted_at = 0.0
         self.usage: dict[FlavorResource, int] = {}

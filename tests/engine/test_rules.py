@@ -146,6 +146,31 @@ def test_strict_fifo_tells_the_gangs_behind_a_blocked_head_what_blocks_them() ->
     assert admitted(e.schedule(5)) == ["head"]
 
 
+def test_strict_fifo_names_the_head_that_blocks_now_after_the_head_changes() -> None:
+    """The gangs behind a StrictFIFO head are not tried again until they reach it, so a head named
+    in their stored reason went stale with the head's admission ("ns/head, ahead in the queue,
+    cannot be admitted yet" while ns/head ran). The reason a person reads names the head of now."""
+    e = engine()
+    add_nodes(e, "a100", 4, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 24)], strategy="StrictFIFO")
+    e.submit(gang("running", "q", 1, 8), 0)
+    assert admitted(e.schedule(1)) == ["running"]
+    e.submit(gang("head", "q", 3, 8, t=1), 1)  # all 24: waits for running
+    e.submit(gang("next", "q", 1, 8, t=2), 1)
+    e.submit(gang("last", "q", 1, 1, t=3), 1)
+    assert admitted(e.schedule(2)) == []
+    view = e.workload("ns/last")
+    assert view is not None and view.reason == "BlockedByHead" and "ns/head" in view.message
+    e.finish("ns/running", 3)
+    assert admitted(e.schedule(3)) == ["head"]  # next is the head now, and waits for quota
+    view = e.workload("ns/last")
+    assert view is not None and view.reason == "BlockedByHead"
+    assert "ns/next" in view.message and "ns/head" not in view.message, view.message
+    pending = {p.key: p.message for p in e.pending_workloads("q")}
+    assert "(its head: ns/next, InsufficientQuota)" in pending["ns/last"]
+    assert "its head" not in pending["ns/next"]
+
+
 def test_flavor_order_and_fallback_to_the_next_flavor() -> None:
     e = engine()
     add_nodes(e, "a100", 1)
