@@ -43,6 +43,7 @@ from gangq.core.flavors import (
     Candidates,
     FlavorOptions,
     GroupCache,
+    PodSetChoice,
     assignments,
     flavor_options,
 )
@@ -324,7 +325,7 @@ class Engine:
         self._limited: dict[str, None] = {}
         self._never: dict[str, tuple[tuple[int, int], bool]] = {}  # key -> (versions, never fits)
         # key -> (config version, ClusterQueue, the usage of each flavor option it could ever get)
-        self._reachable: dict[str, tuple[int, str, tuple[Mapping[FlavorResource, int], ...]]] = {}
+        self._reachable: dict[str, tuple[tuple[int, int], str, tuple[Mapping[FlavorResource, int], ...]]] = {}
         # Flavor options shared by the gangs of a queue that have the same pod sets (see _options).
         self._shapes: dict[tuple[object, ...], FlavorOptions] = {}
         self._groups: GroupCache = {}  # see flavor_options
@@ -937,16 +938,19 @@ class Engine:
         self._request_retry(cq)
         self._retry_others(cq)
 
-    @staticmethod
-    def _claimed_frs(cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
+    def _claimed_frs(self, cq: ClusterQueueState, head: Workload) -> tuple[FlavorResource, ...]:
         """The flavor-resources ``cq`` claims back for its waiting gang ``head``: those it needs
         and that fit within the queue's unused nominal quota (cached per queue until its head or
-        its usage changes)."""
+        its usage changes). None for a gang that could not fit even an empty cluster: it is never
+        admitted, so its claim would never end (random world 8 with CPU-only gangs: a head whose
+        pods fit no node kept another queue's gang from borrowing 1 CPU, on an idle cluster)."""
         node = cq.node
         cached_head, version, frs = cq.claims_cache
         if cached_head is not head or version != node.usage_version:
             frs = _claims_of(cq, head)
             cq.claims_cache = (head, node.usage_version, frs)
+        if frs and self._never_fits(cq, head):
+            return ()
         return frs
 
     def _retry_others(self, cq: ClusterQueueState) -> None:
@@ -2104,8 +2108,13 @@ class Engine:
         return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl), messages)
 
     def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
+        return self._pod_sets_of(a.choices)
+
+    def _pod_sets_of(
+        self, choices: tuple[PodSetChoice, ...]
+    ) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
         out = []
-        for choice in a.choices:
+        for choice in choices:
             ps = choice.pod_set
             labels: dict[str, str] = {}
             tolerations: list[Toleration] = []
@@ -2612,7 +2621,7 @@ class Engine:
         if first is not None and first is not wl and first.order_key < wl.order_key:
             return False  # wl would not become the protected head: its queue claims through first
         frs = self._claimed_frs(cq, wl) if first is wl else _claims_of(cq, wl)
-        if not frs:
+        if not frs or (first is not wl and self._never_fits(cq, wl)):
             return False
         other = head.cq
         if other is None:
@@ -2637,18 +2646,26 @@ class Engine:
 
     def _reachable_options(self, cq: ClusterQueueState, wl: Workload) -> tuple[Mapping[FlavorResource, int], ...]:
         """The usage of each flavor option of ``wl`` in ``cq`` that it could ever get (nothing
-        beyond the queue's quota potential): none if it never fits. From the specs only, so
-        cached until they change (all of them, also those a ``MayStopSearch`` flavor search
-        does not reach now)."""
+        beyond the queue's quota potential, pods that empty nodes of its flavors could hold):
+        none if it never fits. From the specs only, so cached until they change (all of them,
+        also those a ``MayStopSearch`` flavor search does not reach now). An option whose pods
+        fit no node counts for nothing: a starving head that could only ever run in a flavor a
+        lender claims held the lender's head back through an option its pods never fit (random
+        world 3 at 40 s), and neither was admitted on an idle cluster."""
+        version = (self._config_version, self.nodes.spec_version)
         cached = self._reachable.get(wl.key)
-        if cached is None or cached[0] != self._config_version or cached[1] != cq.name:
+        if cached is None or cached[0] != version or cached[1] != cq.name:
             options = self._options(cq, wl)
             usages = options.usages[:1] if options.single else options.usages
             potential, node = self.quota.potential, cq.node
+            nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
             reachable = () if options.why else tuple(
-                usage for usage in usages if all(need <= potential(node, fr) for fr, need in usage.items())
+                usage
+                for index, usage in enumerate(usages)
+                if all(need <= potential(node, fr) for fr, need in usage.items())
+                and (not nodes_checked or self._option_fits_empty_nodes(wl, options.combos[index]))
             )
-            cached = self._reachable[wl.key] = (self._config_version, cq.name, reachable)
+            cached = self._reachable[wl.key] = (version, cq.name, reachable)
         return cached[2]
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
@@ -2792,10 +2809,9 @@ class Engine:
             claims = ctx.claims[root] = self._claims_now(cq)
         return claims
 
-    @staticmethod
-    def _add_claims(claims: _Claims, cq: ClusterQueueState, head: Workload) -> None:
+    def _add_claims(self, claims: _Claims, cq: ClusterQueueState, head: Workload) -> None:
         """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``."""
-        frs = Engine._claimed_frs(cq, head)
+        frs = self._claimed_frs(cq, head)
         if frs:
             claims.claimants.setdefault(cq.name, head)
         for fr in frs:
@@ -2982,19 +2998,26 @@ class Engine:
         for a in cands.assignments:
             fits = known.get(a.index)
             if fits is None:
-                fits = known[a.index] = self._assignment_fits_empty_nodes(wl, a)
+                fits = known[a.index] = self._option_fits_empty_nodes(wl, a.choices)
             if fits:
                 return True
         return False
 
-    def _assignment_fits_empty_nodes(self, wl: Workload, a: Assignment) -> bool:
-        """One assignment of :meth:`_fits_empty_nodes` (specs only, so cached per workload)."""
-        pod_sets = self._pod_sets_for(wl, a)
+    def _option_fits_empty_nodes(self, wl: Workload, choices: tuple[PodSetChoice, ...]) -> bool:
+        """One flavor option of :meth:`_fits_empty_nodes` (specs only, so cached per workload).
+
+        Each pod set's pods must fit the empty nodes node by node, not only in total: a gang of 3
+        pods of 4 GPUs on nodes of 6, 3, 2, 4 and 3 GPUs (18 in all) never fits, and as a
+        starving head it held its queue on an idle cluster (random world 2 with CPU-only gangs)."""
+        pod_sets = self._pod_sets_of(choices)
         nodes = self.nodes
         for _, requests, _, pools in pod_sets:
             if not nodes.empty_node_takes(pools, requests):
                 return False
         total = nodes.empty_total(p for _, _, _, pools in pod_sets for p in pools)
+        # Any minMember pods may be the ones placed, but no more of a pod set than its nodes hold.
+        if sum(min(count, nodes.empty_pods(pools, requests)) for _, requests, count, pools in pod_sets) < wl.min_member:
+            return False
         needed: dict[str, int] = {}
         pods_left = wl.min_member
         for _, requests, count, _ in pod_sets:

@@ -919,3 +919,32 @@ def test_a_starving_borrower_still_holds_back_a_gang_whose_queue_claims_nothing_
     assert lg2 is not None and lg2.reason == "BlockedByReservation" and "ns/sg" in lg2.message
     e.finish("ns/r", 30)
     assert admitted(e.schedule(30)) == ["sg", "lg2"]
+
+
+def test_a_head_whose_pods_fit_no_node_claims_no_lent_quota() -> None:
+    """a's head h needs 12 GPUs in one pod, on nodes of 8: it is never admitted. Its queue's claim
+    on lent quota would never end either, and kept b's g (4 CPUs, 1 borrowed from a) out on an
+    idle cluster (random world 8 with CPU-only gangs)."""
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_queue(e, "a", [quota("a100", 12, 16)], cohort="pool")
+    add_queue(e, "b", [quota("a100", 3, 0)], cohort="pool")
+    e.submit(gang("h", "a", 1, 12), 0)
+    e.submit(gang("g", "b", 1, 0, cpu=4, t=1), 0)
+    assert admitted(e.schedule(1)) == ["g"]
+    h = e.workload("ns/h")
+    assert h is not None and h.reason == "InsufficientNodes"
+
+
+def test_a_head_whose_pods_never_fit_together_does_not_hold_its_queue() -> None:
+    """big needs 3 pods of 4 GPUs; the nodes have 6, 3, 2, 4 and 3 GPUs: 18 in all, and each pod
+    fits some node, but only two nodes take one. It never fits, so past the starvation timeout it
+    must not hold its queue: it did, and small waited on an idle cluster (random world 2)."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    for i, gpus in enumerate((6, 3, 2, 4, 3)):
+        add_nodes(e, "a100", 1, gpu=gpus, prefix=f"n{i}")
+    add_queue(e, "q", [quota("a100", 64, 32)])
+    e.submit(gang("big", "q", 3, 4), 0)
+    assert admitted(e.schedule(0)) == []
+    e.submit(gang("small", "q", 1, 2, t=20), 20)
+    assert admitted(e.schedule(20)) == ["small"]
