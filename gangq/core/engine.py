@@ -2010,6 +2010,8 @@ class Engine:
                 short = wl.min_member - placed
                 shortfall = short if not shortfall else min(shortfall, short)
                 node_checked.add(a.index)
+            if blocked_by is not None:
+                break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
             if self._limited or not self._starving(blocked_by, ctx.now):
@@ -3162,7 +3164,6 @@ class Engine:
             return
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         node_failure = ""
-        held: Workload | None = None
         for a in open_options:
             in_scope = [
                 h
@@ -3175,8 +3176,8 @@ class Engine:
                 why = self._place(wl, a, None)[0] if nodes_checked else ""
                 blocked_by = None if why else self._reservation_blocks(heads, wl, ctx.now, promise=False)
             if blocked_by is not None:
-                held = held or blocked_by
-                continue
+                self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
+                return
             if not why:
                 # It fits now: the try at its queue's next retry gives the reason.
                 self._set_reason(
@@ -3184,9 +3185,6 @@ class Engine:
                 )
                 return
             node_failure = node_failure or why
-        if held is not None:
-            self._set_reason(wl, "BlockedByReservation", self._blocked_message(held, ctx.now), held)
-            return
         reason: PendingReason = (
             "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
         )

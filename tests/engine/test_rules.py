@@ -948,24 +948,3 @@ def test_a_head_whose_pods_never_fit_together_does_not_hold_its_queue() -> None:
     assert admitted(e.schedule(0)) == []
     e.submit(gang("small", "q", 1, 2, t=20), 20)
     assert admitted(e.schedule(20)) == ["small"]
-
-
-def test_a_gang_held_back_in_one_flavor_by_a_reservation_is_admitted_in_another() -> None:
-    """c's head h starves waiting for 6 GPUs of flavor x. g, in queue a, would borrow 2 of x's
-    GPUs, which delays h: held back there. In flavor y it fits a's own quota and delays nobody:
-    it is admitted there. The search used to stop at the first flavor a reservation held it back
-    in, and in random world 3 three heads then held each other on an idle cluster."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
-    add_nodes(e, "x", 1)
-    add_nodes(e, "y", 1)
-    add_queue(e, "a", [quota("x", 64, 2), quota("y", 64, 8)], cohort="pool")
-    add_queue(e, "c", [quota("x", 64, 6)], cohort="pool")
-    e.submit(gang("r", "c", 1, 4), 0)
-    assert admitted(e.schedule(0)) == ["r"]
-    e.submit(gang("h", "c", 1, 6, t=1), 1)
-    assert admitted(e.schedule(1)) == []
-    e.submit(gang("g", "a", 1, 4, t=20), 20)
-    decisions = e.schedule(20)
-    assert admitted(decisions) == ["g"]
-    flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
-    assert flavors == {"ns/g": "y"}
