@@ -276,10 +276,11 @@ class _Cycle:
 class _Reservation:
     """When a blocked head will fit: ``time`` (None: unknown), or ``never`` with current capacity."""
 
-    __slots__ = ("claimed", "held_by", "never", "time", "version")
+    __slots__ = ("at", "claimed", "held_by", "never", "time", "version")
 
-    def __init__(self, version: tuple[int, int], time: float | None, never: bool) -> None:
+    def __init__(self, version: tuple[int, int], time: float | None, never: bool, at: float) -> None:
         self.version = version  # (capacity version, heads version) it was worked out in
+        self.at = at  # the time it was worked out at
         self.time = time
         self.never = never
         # Some flavor option was ruled out only by a lender's claim (_claimed_from): the claim
@@ -323,7 +324,6 @@ class Engine:
         # Workloads with a runtime limit. While there are none, a reservation has no time: a
         # starving head holds back its queue until it is admitted (see _holding_head).
         self._limited: dict[str, None] = {}
-        self._never: dict[str, tuple[tuple[int, int], bool]] = {}  # key -> (versions, never fits)
         # key -> (config version, ClusterQueue, the usage of each flavor option it could ever get)
         self._reachable: dict[str, tuple[tuple[int, int], str, tuple[Mapping[FlavorResource, int], ...]]] = {}
         # Flavor options shared by the gangs of a queue that have the same pod sets (see _options).
@@ -696,7 +696,6 @@ class Engine:
         self._reservations.pop(key, None)
         self._promised.pop(key, None)
         self._limited.pop(key, None)
-        self._never.pop(key, None)
         self._reachable.pop(key, None)
 
     def eviction_done(self, key: str, now: float) -> None:
@@ -2501,19 +2500,13 @@ class Engine:
 
     def _never_fits(self, cq: ClusterQueueState, wl: Workload) -> bool:
         """Could ``wl`` not fit even an empty cluster (quota potential, node capacity)? From specs
-        only, so cached until the configuration or the nodes change."""
-        versions = (self._config_version, self.nodes.spec_version)
-        cached = self._never.get(wl.key)
-        if cached is not None and cached[0] == versions:
-            return cached[1]
-        cands = self._assignments(cq, wl, messages=False)
-        never = (
-            cands.never_fits
-            or not cands.assignments
-            or (cq.spec.admission_mode == "QuotaAndNodes" and not self._fits_empty_nodes(wl, cands))
-        )
-        self._never[wl.key] = (versions, never)
-        return never
+        only: no flavor option of it is reachable (:meth:`_reachable_options`), every option
+        counted, not only those a flavor search lists now. It used to look at the options listed
+        now, and a ``MayStopSearch`` search lists fewer while usage is high: cached, the answer
+        then depended on when it was first asked, and once claims asked it (they end for a gang
+        that never fits) the engine decided otherwise than trying every gang did (random world
+        320 with CPU-only gangs and runtime limits, 60 s)."""
+        return not self._reachable_options(cq, wl)
 
     def _starving(self, head: Workload, now: float) -> bool:
         """Does ``head`` hold back every later gang in its scope (see :meth:`_reservation_blocks`)?
@@ -2825,13 +2818,16 @@ class Engine:
                     claims.late.add((fr, cq.name))
 
     def _cached_reservation(self, head: Workload, now: float) -> _Reservation | None:
-        """The reservation :meth:`_reservation` would return without computing, or None."""
+        """The reservation :meth:`_reservation` would return without computing, or None.
+
+        Only one worked out at this very time: a reservation depends on the time as well as on
+        the state. Runners past their expected end have no known end any more, and heads start
+        to starve as time passes, so one worked out at 418 (a runner ending at 419 let the head
+        in at 478) was not the one a computation at 420 gives (no time), and kept at 420 it let
+        a gang pass that trying every gang held back (random world 320 with CPU-only gangs and
+        runtime limits, 60 s)."""
         cached = self._reservations.get(head.key)
-        if (
-            cached is not None
-            and cached.version == (self._version, self._heads_version)
-            and (cached.time is None or cached.time >= now)
-        ):
+        if cached is not None and cached.version == (self._version, self._heads_version) and cached.at == now:
             return cached
         return None
 
@@ -2855,9 +2851,9 @@ class Engine:
         cands = self._assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
-            result = _Reservation((self._version, self._heads_version), None, True)
+            result = _Reservation((self._version, self._heads_version), None, True, now)
         else:
-            result = _Reservation((self._version, self._heads_version), None, False)
+            result = _Reservation((self._version, self._heads_version), None, False, now)
             truncated = self._reservation_depth >= _MAX_RESERVATION_CHAIN
             if any(self._stopping(key) for key in head.victims):
                 result.time = self._reservation_time(cq, head, cands, truncated, now, result)
