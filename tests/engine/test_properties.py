@@ -641,6 +641,18 @@ def test_retry_shortcuts_change_no_decision_when_a_held_head_is_freed_within_the
     assert shortcuts == unfiltered
 
 
+def test_retry_shortcuts_change_no_decision_when_a_reservation_is_asked_for_at_another_time() -> None:
+    """World 320 with CPU-only gangs and runtime limits on half of them, 60 s. A head's reservation
+    worked out at 418 (a runner's expected end at 419 let it in at 478) was kept for 420, where
+    that runner is past its end and the head has no time: a gang passed it in the engine, which
+    had asked at 418, and not in the engine that tries every gang, which asked first at 420. A
+    reservation is now reused only at the time it was worked out."""
+    world = _with_runtime_limits(_with_cpu_only_gangs(_random_world(320), 320), 320, 0.5)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=60.0)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,
