@@ -1969,11 +1969,7 @@ class Engine:
                     # only, and may fit later in the cycle, once the lender's gang is admitted.
                     reclaimer = claimer
                     continue
-            in_scope = [
-                h
-                for h in self._heads_in_scope(cq, wl, a)
-                if not self._not_now(h, ctx) and (h.cq is cq or not self._claim_keeps_out(cq, wl, h, ctx))
-            ]
+            in_scope = self._holding_heads(cq, wl, a, ctx)
             stmt = Statement(self.quota, self.nodes)
             self._charge(wl, cq, a.usage)
             why = ""
@@ -2021,13 +2017,7 @@ class Engine:
             self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
-            assert reclaimer.cq is not None
-            self._set_reason(
-                wl,
-                "InsufficientQuota",
-                f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
-                reclaimer,
-            )
+            self._set_reason(wl, "InsufficientQuota", self._claim_message(reclaimer), reclaimer)
             self._note_head(cq, wl, ctx)
             return _STOP if cq.strict else _FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
@@ -2067,13 +2057,25 @@ class Engine:
             self._wait_for_nodes(cq, pool_ids)
             cq.node_blocked[wl.key] = wl
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
-            reason: PendingReason = (
-                "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
-            )
-            self._set_reason(wl, reason, node_failure)
+            self._set_reason(wl, _node_reason(node_failure), node_failure)
         else:
             self._set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return _STOP if cq.strict else _FAILED
+
+    def _holding_heads(self, cq: ClusterQueueState, wl: Workload, a: Assignment, ctx: _Cycle) -> list[Workload]:
+        """The heads in ``wl``'s scope with ``a`` whose reservation may hold it back now: not those
+        known to hold nothing now (:meth:`_not_now`), nor another queue's head that the claim
+        ``wl``'s queue makes through it keeps out (:meth:`_claim_keeps_out`)."""
+        return [
+            h
+            for h in self._heads_in_scope(cq, wl, a)
+            if not self._not_now(h, ctx) and (h.cq is cq or not self._claim_keeps_out(cq, wl, h, ctx))
+        ]
+
+    @staticmethod
+    def _claim_message(reclaimer: Workload) -> str:
+        name = reclaimer.cq.name if reclaimer.cq is not None else ""
+        return f"cannot borrow: ClusterQueue {name!r} is reclaiming its lent quota for {reclaimer.key}"
 
     def _options(self, cq: ClusterQueueState, wl: Workload) -> FlavorOptions:
         """The gang's flavor options in ``cq`` (cached on the gang until the specs change).
@@ -3150,22 +3152,13 @@ class Engine:
                 open_options.append(a)
             else:
                 reclaimer = claimer
-        if not open_options and reclaimer is not None and reclaimer.cq is not None:
-            self._set_reason(
-                wl,
-                "InsufficientQuota",
-                f"cannot borrow: ClusterQueue {reclaimer.cq.name!r} is reclaiming its lent quota for {reclaimer.key}",
-                reclaimer,
-            )
+        if not open_options and reclaimer is not None:
+            self._set_reason(wl, "InsufficientQuota", self._claim_message(reclaimer), reclaimer)
             return
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         node_failure = ""
         for a in open_options:
-            in_scope = [
-                h
-                for h in self._heads_in_scope(cq, wl, a)
-                if not self._not_now(h, ctx) and (h.cq is cq or not self._claim_keeps_out(cq, wl, h, ctx))
-            ]
+            in_scope = self._holding_heads(cq, wl, a, ctx)
             heads = [(h, self._reservation(h, ctx.now)) for h in in_scope]
             with Statement(self.quota, self.nodes):
                 self._charge(wl, cq, a.usage)
@@ -3181,10 +3174,7 @@ class Engine:
                 )
                 return
             node_failure = node_failure or why
-        reason: PendingReason = (
-            "InsufficientMinResources" if node_failure.startswith("minResources") else "InsufficientNodes"
-        )
-        self._set_reason(wl, reason, node_failure)
+        self._set_reason(wl, _node_reason(node_failure), node_failure)
 
     def position(self, key: str) -> tuple[int, int] | None:
         """(1-based position, queue length) of a pending workload in its ClusterQueue."""
@@ -3300,6 +3290,11 @@ class Engine:
                 assert in_queue != (wl.key in self._unrouted), wl.key
         if self.quota.log is not None or self.nodes.log is not None:
             raise AssertionError("a statement was left open")
+
+
+def _node_reason(why: str) -> PendingReason:
+    """The reason code of a failed node check's message (see Engine._place)."""
+    return "InsufficientMinResources" if why.startswith("minResources") else "InsufficientNodes"
 
 
 def _nonzero(held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
