@@ -3106,8 +3106,8 @@ class Engine:
         ctx: _Cycle | None = None
         for key, cited in ended.items():
             cq = cited.cq
-            if cited.state == "Pending" and cq is not None and cited.queued is not None and cq.head() is cited:
-                continue  # still its queue's protected head
+            if cq is not None and cq.head() is cited:
+                continue  # still its queue's protected head (head() checks that it is queued there)
             citers = self._citers.pop(key, None)
             if not citers:
                 continue
