@@ -339,6 +339,11 @@ class Engine:
         self._reservation_depth = 0  # nesting of _reservation through older heads (see there)
         self._protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
         self._heads_version = 0  # bumped when a queue gets a new protected head
+        # ClusterQueue name -> its heads displaced in this cycle, that still hold the other
+        # queues' gangs back until the cycle ends (see _heads_in_scope).
+        self._displaced: dict[str, list[Workload]] = {}
+        # Bumped by a change within a cycle that asks for another cycle at once (see schedule).
+        self._cycle_again = 0
         self._trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
 
     # ------------------------------------------------------------------------------------------
@@ -1119,8 +1124,16 @@ class Engine:
         self._run_drains(now, decisions)
         # A cycle that admits a lender's waiting gang ends its claim: the queues that may now
         # borrow get their turn in another cycle at once, not at the next event.
-        while self._cycle(now, decisions) and self._dirty:
-            pass
+        # So does a cycle that displaces a queue's head (the other queues of its tree, whose gangs
+        # the old head's reservation held back, are retried) or makes a head whose own claim the
+        # cycle's claims did not count (its queue is retried, see _note_head). Those retries
+        # waited for the next event, and on an idle cluster for good (random worlds 24 and 236
+        # with CPU-only gangs at 40 s). It ends: without events, a queue's head only moves to an
+        # older gang, or leaves by admission.
+        while True:
+            asked = self._cycle_again
+            if not (self._cycle(now, decisions) or self._cycle_again != asked) or not self._dirty:
+                break
         if self._cite_ended:
             self._refresh_citations(now)
         for key in self._updates:
@@ -1385,6 +1398,9 @@ class Engine:
                 heapq.heappush(heap, (self._head_key(cq, nxt), order, nxt, cq, cursor))
         for cq in retried.values():
             cq.head_displaced = False
+        if self._displaced:
+            self._displaced.clear()
+            self._heads_version += 1
         for wl in ctx.admitted:
             if wl.cq is not None and wl.queued is not None:
                 wl.cq.discard(wl)
@@ -1796,7 +1812,7 @@ class Engine:
         """
         if self._may_preempt(cq) and cq.name not in ctx.preempted_in:
             return False
-        if wl.reason in _HELD_BACK and not (self._limited and self._may_preempt(cq)):
+        if wl.reason in _HELD_BACK and not self._may_preempt(cq):
             head = cq.head()
             if (
                 head is not None
@@ -1806,8 +1822,12 @@ class Engine:
                 # Every path of _try ends before admission: at quota, at nodes, or at this head's
                 # reservation. Retry when capacity comes free anywhere (a superset of the others),
                 # unless the head holds the queue until it is admitted (which retries the queue).
-                # Not for a queue that may preempt: each of its retries is also a preemption
-                # attempt, so one that _try would not have asked for can change what it preempts.
+                # Not in a queue that may preempt: each of its retries is also a preemption
+                # attempt, taken by its first gang that may preempt, so the retries it gets must
+                # be those _try asks for. _try, which also looks at the other flavor options, may
+                # find one that fails the node check and ask for a retry when nodes come free;
+                # skipped here, a later retry did not happen, and a new gang took the preemption
+                # attempt that the head had taken (random world 426 at 40 s).
                 # Not behind a head that only a lender's claim keeps out (``claimed``): it holds
                 # nothing for sure, and the gang's try asks for what the gang waits for (freed
                 # nodes, if it fails the node check), which no retry request here could match.
@@ -1882,7 +1902,7 @@ class Engine:
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
-        self._note_head(cq, wl, ctx)
+        self._note_head(cq, wl, ctx, reclaimed)
         if not reclaimed:
             ctx.capacity_failed.add(wl.key)
         return True
@@ -1915,11 +1935,12 @@ class Engine:
         for key in list(cq.ordered()):
             self._set_reason(self.workloads[key[3]], reason, message)
 
-    def _note_head(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle) -> None:
+    def _note_head(self, cq: ClusterQueueState, wl: Workload, ctx: _Cycle, claimed: bool = False) -> None:
         """Keep ``protected_head``: the first capacity-blocked gang in queue order.
 
         A new head's reclaim claims join the cycle's at once (the cycle compares heads before and
-        after each gang it tries and bumps ``_heads_version`` when they differ).
+        after each gang it tries and bumps ``_heads_version`` when they differ). ``claimed``: a
+        lender's claim kept ``wl`` out in some flavor option.
         """
         head = cq.head()
         if head is None or wl.order_key < head.order_key:
@@ -1928,13 +1949,20 @@ class Engine:
             cq.protected_head = wl
             self._protected[cq.name] = None
             claims = ctx.claims.get(cq.node.root())
-            if claims is not None:
-                self._add_claims(claims, cq, wl)
+            if claims is not None and self._add_claims(claims, cq, wl) and claimed:
+                # A lender's claim kept it out, in a cycle whose claims were worked out without
+                # its own: counted, that lender's gang may give way to it (see _stuck_claimants).
+                # Random world 236 with CPU-only gangs at 40 s: two heads claimed what the other
+                # borrowed, and one of them waited on an idle cluster.
+                self._request_retry(cq)
+                self._cycle_again += 1
             # The head it replaces may claim quota back that it does not, and its reservation
             # held back other queues' gangs that borrow (its scope), which the new head's may not.
             # Without the retry, such a gang waited on a head that no longer was one ("ns/w58 has
             # waited longer than the starvation timeout" while ns/w60 had taken its place).
             if head is not None:
+                self._cycle_again += 1
+                self._displaced.setdefault(cq.name, []).append(head)
                 self._retry_others(cq)
 
     # ------------------------------------------------------------------------------------------
@@ -1961,6 +1989,11 @@ class Engine:
         node_checked: set[int] = set()  # options whose node check failed
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
+        # Every option that fits the quota is tried, also after a reservation held the gang back
+        # in one: another may fit its own quota and delay nobody. The search used to stop at the
+        # first such option, and three heads held each other on an idle cluster (random world 3
+        # at 40 s: q0's head fitted its own quota in flavor b, but was held back in flavor a by
+        # q1's starving head, which waited for q2's, which q0's claim on b kept out).
         for a in quota_ok:
             if a.borrowing:
                 claimer = self._reclaimer(cq, wl, a, ctx)
@@ -2005,8 +2038,6 @@ class Engine:
                 short = wl.min_member - placed
                 shortfall = short if not shortfall else min(shortfall, short)
                 node_checked.add(a.index)
-            if blocked_by is not None:
-                break
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
             if self._limited or not self._starving(blocked_by, ctx.now):
@@ -2014,11 +2045,11 @@ class Engine:
                 # a reservation time (no runtime limits anywhere) holds this gang back until it
                 # is admitted or leaves, and either retries its cohort tree.
                 self._waiting_reservation[cq.name] = None
-            self._note_head(cq, wl, ctx)
+            self._note_head(cq, wl, ctx, reclaimer is not None)
             return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             self._set_reason(wl, "InsufficientQuota", self._claim_message(reclaimer), reclaimer)
-            self._note_head(cq, wl, ctx)
+            self._note_head(cq, wl, ctx, True)
             return _STOP if cq.strict else _FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
@@ -2030,7 +2061,7 @@ class Engine:
             if victims is not None:
                 self._preempt(cq, wl, victims, ctx)
                 return _STOP if cq.strict else _FAILED
-        self._note_head(cq, wl, ctx)
+        self._note_head(cq, wl, ctx, reclaimer is not None)
         if reclaimer is None:
             ctx.capacity_failed.add(wl.key)  # it lacked quota or nodes, not a lender's leave
         pool_ids: frozenset[int] | None = None  # the pools its pods could go to (None: not known)
@@ -2664,6 +2695,15 @@ class Engine:
         return cached[2]
 
     def _heads_in_scope(self, cq: ClusterQueueState, wl: Workload, a: Assignment) -> Iterator[Workload]:
+        """The older heads whose reservations ``wl`` must not delay with ``a``: its queue's, and
+        when ``a`` borrows, those of the other queues of its tree that need a resource it takes.
+
+        Another queue's head displaced during the cycle (:meth:`_note_head`) still counts until
+        the cycle ends, like the claims pinned as it starts. Its queues are retried in another
+        cycle at once (see :meth:`schedule`); had the hold ended in the middle of the cycle,
+        whether a gang it held back passed in this cycle or in the next depended on whether the
+        retry shortcuts had let its queue in at the start (random world 67 with CPU-only gangs
+        at 60 s)."""
         if not self._protected:
             return
         head = cq.head()
@@ -2674,6 +2714,22 @@ class Engine:
         for _, h in self._other_heads(cq):
             if h.order_key < wl.order_key and any(fr[1] in h.totals for fr in a.usage):
                 yield h
+        if self._displaced:
+            root = cq.node.root()
+            for name, heads in self._displaced.items():
+                other = self.cluster_queues.get(name)
+                if other is None or other is cq or other.node.root() is not root:
+                    continue
+                for h in heads:
+                    if (
+                        h.state == "Pending"
+                        and h.cq is other
+                        and h.queued is not None
+                        and h is not other.protected_head
+                        and h.order_key < wl.order_key
+                        and any(fr[1] in h.totals for fr in a.usage)
+                    ):
+                        yield h
 
     def _reclaimer(self, cq: ClusterQueueState, wl: Workload, a: Assignment, ctx: _Cycle) -> Workload | None:
         """A waiting gang of another queue that is entitled to the quota ``wl`` would borrow
@@ -2804,11 +2860,15 @@ class Engine:
             claims = ctx.claims[root] = self._claims_now(cq)
         return claims
 
-    def _add_claims(self, claims: _Claims, cq: ClusterQueueState, head: Workload) -> None:
-        """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``."""
+    def _add_claims(self, claims: _Claims, cq: ClusterQueueState, head: Workload) -> bool:
+        """Add the flavor-resources that ``cq`` claims back for its waiting gang ``head``. Returns
+        whether the claims, already worked out for the cycle, lacked some of them (``late``) or
+        had ``cq`` claim through another gang: they did not count ``head``'s claim when they
+        decided which claims give way (:meth:`_kept_out`, :meth:`_stuck_claimants`)."""
+        late = False
         frs = self._claimed_frs(cq, head)
         if frs:
-            claims.claimants.setdefault(cq.name, head)
+            late = claims.claimants.setdefault(cq.name, head) is not head
         for fr in frs:
             holders = claims.get(fr)
             if holders is None:
@@ -2818,6 +2878,8 @@ class Engine:
                 claims.yielding = None
                 if claims.sealed:
                     claims.late.add((fr, cq.name))
+                    late = True
+        return late
 
     def _cached_reservation(self, head: Workload, now: float) -> _Reservation | None:
         """The reservation :meth:`_reservation` would return without computing, or None.
@@ -3157,6 +3219,7 @@ class Engine:
             return
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         node_failure = ""
+        held: Workload | None = None
         for a in open_options:
             in_scope = self._holding_heads(cq, wl, a, ctx)
             heads = [(h, self._reservation(h, ctx.now)) for h in in_scope]
@@ -3165,8 +3228,8 @@ class Engine:
                 why = self._place(wl, a, None)[0] if nodes_checked else ""
                 blocked_by = None if why else self._reservation_blocks(heads, wl, ctx.now, promise=False)
             if blocked_by is not None:
-                self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
-                return
+                held = held or blocked_by
+                continue
             if not why:
                 # It fits now: the try at its queue's next retry gives the reason.
                 self._set_reason(
@@ -3174,6 +3237,9 @@ class Engine:
                 )
                 return
             node_failure = node_failure or why
+        if held is not None:
+            self._set_reason(wl, "BlockedByReservation", self._blocked_message(held, ctx.now), held)
+            return
         self._set_reason(wl, _node_reason(node_failure), node_failure)
 
     def position(self, key: str) -> tuple[int, int] | None:

@@ -653,6 +653,28 @@ def test_retry_shortcuts_change_no_decision_when_a_reservation_is_asked_for_at_a
     assert shortcuts == unfiltered
 
 
+def test_retry_shortcuts_change_no_decision_when_a_head_is_displaced_during_a_cycle() -> None:
+    """World 67 with CPU-only gangs, 60 s. A head displaced in the middle of a cycle ended its hold
+    on another queue's gang, which the engine that tries every gang (having let that queue in at
+    the cycle's start) then admitted in the same cycle, and the engine with shortcuts only in
+    the next. A displaced head now holds the other queues' gangs until the cycle ends."""
+    world = _with_cpu_only_gangs(_random_world(67), 67)
+    shortcuts, unfiltered = _admissions_and_evictions(world, starvation_timeout=60.0)
+    assert sum(line.startswith("Admission") for line in unfiltered) > 10
+    assert shortcuts == unfiltered
+
+
+def test_retry_shortcuts_change_no_decision_in_a_queue_that_may_preempt() -> None:
+    """World 426, 40 s. A gang that its queue's starving head held back was skipped as held back,
+    but tried in full it failed the node check in another flavor option and asked for a retry
+    when nodes came free. That retry was its queue's preemption attempt for the cycle (taken by
+    the head, which found no victims); without it a new gang preempted two others. Gangs of a
+    queue that may preempt are no longer skipped as held back."""
+    shortcuts, unfiltered = _admissions_and_evictions(_random_world(426), starvation_timeout=40.0)
+    assert any(line.startswith("Eviction") and "Preempted" in line for line in unfiltered)
+    assert shortcuts == unfiltered
+
+
 @pytest.mark.parametrize("nodes", [1_000, 500])
 def test_retry_shortcuts_change_no_decision_at_benchmark_scale(nodes: int) -> None:
     """The 10,000-gang case of benchmarks/engine_scaling.py (100 ClusterQueues in cohorts of 10,

@@ -742,27 +742,37 @@ def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_clai
     assert admitted(e.schedule(3)) == ["h"]
 
 
-def _mutual_claims(a_gpus: int) -> Engine:
+def _mutual_claims(a_gpus: int, r_gpus: tuple[int, int] = (4, 4)) -> Engine:
     """a has ``a_gpus`` GPUs and 1 CPU of its own, b and c have 64 CPUs and no GPUs. c's r1 and
-    r2 borrow 3 of a's GPUs each. b's h1 (4 GPUs, or 5 if a has 10, and 1 CPU) waits for GPUs;
-    then a's h0 (2 GPUs, 2 CPUs) arrives: it fits a's own GPUs, so a claims them back, but it
-    borrows 1 CPU, which b claims back for h1; and h1 borrows the GPUs that a claims. Nobody
+    r2 borrow ``r_gpus`` of a's GPUs. b's h1 (4 GPUs, or 5 if a has 10, and 1 CPU) waits for
+    GPUs; then a's h0 (2 GPUs, 2 CPUs) arrives: it fits a's own GPUs, so a claims them back, but
+    it borrows 1 CPU, which b claims back for h1; and h1 borrows the GPUs that a claims. Nobody
     waits long enough to starve."""
     e = engine()
     add_nodes(e, "x", 2)
     add_queue(e, "a", [quota("x", 1, a_gpus)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "b", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "c", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
-    e.submit(gang("r1", "c", 1, 3, t=0), 0)
-    e.submit(gang("r2", "c", 1, 3, t=0.5), 0)
+    e.submit(gang("r1", "c", 1, r_gpus[0], t=0), 0)
+    e.submit(gang("r2", "c", 1, r_gpus[1], t=0.5), 0)
     assert admitted(e.schedule(0)) == ["r1", "r2"]
     e.submit(gang("h1", "b", 1, 4 if a_gpus == 8 else 5, t=1), 1)
     assert admitted(e.schedule(1)) == []
     e.submit(gang("h0", "a", 1, 2, cpu=2, t=20), 20)
-    assert admitted(e.schedule(20)) == []
-    h0 = e.workload("ns/h0")
-    assert h0 is not None and "'b' is reclaiming" in h0.message
     return e
+
+
+def test_a_new_head_kept_out_by_a_claim_that_gives_way_to_it_is_admitted_at_once() -> None:
+    """2 of a's GPUs are free when h0 arrives: h0 fits them and its 1 borrowed CPU leaves b's claim
+    for h1 covered (h1 cannot fit: it needs 4 GPUs). Tried first, h0 was kept out by b's claim,
+    worked out for the cycle before a claimed anything for h0: then b's claim did not give way
+    (h1 borrows what a claims now). h0 waited for an unrelated event; on an idle cohort, for
+    good (random world 236 with CPU-only gangs at 40 s). Its queue is retried in another cycle of
+    the same call, whose claims count a's."""
+    e = _mutual_claims(8, (3, 3))
+    assert admitted(e.schedule(20)) == ["h0"]
+    h1 = e.workload("ns/h1")
+    assert h1 is not None and h1.state == "Pending"
 
 
 def test_two_queues_that_claim_what_the_other_borrows_are_both_admitted() -> None:
@@ -772,15 +782,17 @@ def test_two_queues_that_claim_what_the_other_borrows_are_both_admitted() -> Non
     for h0's 2; h0 takes 1 CPU, 127 stay for h1's 1). When a claim forbade all borrowing of what
     it named, neither head was ever admitted, and the cohort stayed idle."""
     e = _mutual_claims(8)
+    assert admitted(e.schedule(20)) == []  # no GPU free
     e.finish("ns/r1", 30)
     e.finish("ns/r2", 30)
     assert sorted(admitted(e.schedule(30))) == ["h0", "h1"]
 
 
 def test_a_claimant_may_not_borrow_what_another_claimant_needs() -> None:
-    """When only r2 ends, 5 GPUs are free: h1 (4) would leave 1, and a claims 2 back for h0. h1
+    """When only r2 ends, 4 GPUs are free: h1 (4) would leave none, and a claims 2 back for h0. h1
     waits although it is older, and h0 is admitted; h1 follows when r1 ends."""
     e = _mutual_claims(8)
+    assert admitted(e.schedule(20)) == []
     e.finish("ns/r2", 30)
     assert admitted(e.schedule(30)) == ["h0"]
     h1 = e.workload("ns/h1")
@@ -791,9 +803,10 @@ def test_a_claimant_may_not_borrow_what_another_claimant_needs() -> None:
 
 def test_a_borrower_that_claims_nothing_leaves_a_claimed_resource_alone() -> None:
     """Only a claimant's own waiting gang may borrow what others claim, and only what leaves their
-    needs covered. c's z claims nothing: it may not borrow a's GPUs while a claims them back for
-    h0, even with 4 free and h0 needing 2; it gets them once the claims end."""
-    e = _mutual_claims(10)
+    needs covered. c's z claims nothing: it may not borrow a's GPU while a claims its quota back
+    for h0, even with 1 free; it gets it once the claims end."""
+    e = _mutual_claims(10, (5, 4))
+    assert admitted(e.schedule(20)) == []  # 1 GPU free, h0 needs 2
     e.submit(gang("z", "c", 1, 1, t=25), 25)
     assert admitted(e.schedule(25)) == []
     z = e.workload("ns/z")
@@ -948,3 +961,24 @@ def test_a_head_whose_pods_never_fit_together_does_not_hold_its_queue() -> None:
     assert admitted(e.schedule(0)) == []
     e.submit(gang("small", "q", 1, 2, t=20), 20)
     assert admitted(e.schedule(20)) == ["small"]
+
+
+def test_a_gang_held_back_in_one_flavor_by_a_reservation_is_admitted_in_another() -> None:
+    """c's head h starves waiting for 6 GPUs of flavor x. g, in queue a, would borrow 2 of x's
+    GPUs, which delays h: held back there. In flavor y it fits a's own quota and delays nobody:
+    it is admitted there. The search used to stop at the first flavor a reservation held it back
+    in, and in random world 3 three heads then held each other on an idle cluster."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "x", 1)
+    add_nodes(e, "y", 1)
+    add_queue(e, "a", [quota("x", 64, 2), quota("y", 64, 8)], cohort="pool")
+    add_queue(e, "c", [quota("x", 64, 6)], cohort="pool")
+    e.submit(gang("r", "c", 1, 4), 0)
+    assert admitted(e.schedule(0)) == ["r"]
+    e.submit(gang("h", "c", 1, 6, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("g", "a", 1, 4, t=20), 20)
+    decisions = e.schedule(20)
+    assert admitted(decisions) == ["g"]
+    flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
+    assert flavors == {"ns/g": "y"}
