@@ -16,7 +16,7 @@ import pytest
 
 from gangq.core import Admission, Engine
 
-from .test_properties import World, _random_world, _with_cpu_only_gangs
+from .test_properties import _after_each_scheduling_call
 
 
 def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
@@ -42,18 +42,11 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
     ],
 )
 def test_a_full_retry_after_any_scheduling_call_admits_nothing(seed: int, cpu_only: bool) -> None:
-    world = _random_world(seed)
-    if cpu_only:
-        world = _with_cpu_only_gangs(world, seed)
-    queues, nodes, fair, events = world
-    w = World(queues, nodes, fair, Engine, 40.0)
-    calls = 0
-    for event in events:
-        w.apply(event)
-        if event[0] != "schedule":
-            continue
+    calls = admissions = 0
+    for w in _after_each_scheduling_call(seed, cpu_only):
         calls += 1
         missed = _admitted_by_a_full_retry(w.engine, w.now)
         assert missed == [], f"at t={w.now}: a retry of every queue admits {missed}"
+        admissions = sum(line.startswith("Admission") for line in w.log)
     assert calls > 10
-    assert sum(line.startswith("Admission") for line in w.log) > 20
+    assert admissions > 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -402,6 +403,20 @@ def _with_cpu_only_gangs(
             arg = (qi, pod_sets, *rest)
         out.append((kind, arg))
     return queues, nodes, fair, out
+
+
+def _after_each_scheduling_call(seed: int, cpu_only: bool, starvation_timeout: float = 40.0) -> Iterator[World]:
+    """Random world ``seed`` (with CPU-only gangs if ``cpu_only``) through the engine, yielding the
+    world after every scheduling call."""
+    world = _random_world(seed)
+    if cpu_only:
+        world = _with_cpu_only_gangs(world, seed)
+    queues, nodes, fair, events = world
+    w = World(queues, nodes, fair, Engine, starvation_timeout)
+    for event in events:
+        w.apply(event)
+        if event[0] == "schedule":
+            yield w
 
 
 def _with_deletions(

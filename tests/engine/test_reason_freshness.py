@@ -16,7 +16,7 @@ import pytest
 from gangq.core import Engine, EngineConfig, PendingUpdate
 
 from .builders import add_nodes, add_queue, admitted, engine, gang, quota
-from .test_properties import World, _random_world, _with_cpu_only_gangs
+from .test_properties import _after_each_scheduling_call
 
 _HELD = re.compile(r"^(ns/\w+) has waited longer than the starvation timeout|^would delay the reservation of (ns/\w+)")
 _CLAIM = re.compile(r"^cannot borrow: ClusterQueue '(\w+)' is reclaiming its lent quota for (ns/\w+)")
@@ -52,16 +52,8 @@ def test_a_reason_that_names_a_gang_names_one_that_holds_it_back_now(seed: int, 
     """After every scheduling call, a pending reason that names a gang names a pending gang that
     is its queue's protected head (the one whose reservation or claim holds others back), and
     the head a StrictFIFO reason names is the queue's first gang, with its reason of now."""
-    world = _random_world(seed)
-    if cpu_only:
-        world = _with_cpu_only_gangs(world, seed)
-    queues, nodes, fair, events = world
-    w = World(queues, nodes, fair, Engine, 40.0)
     named = 0
-    for event in events:
-        w.apply(event)
-        if event[0] != "schedule":
-            continue
+    for w in _after_each_scheduling_call(seed, cpu_only):
         for key in w.specs:
             view = w.engine.workload(key)
             if view is None or view.state != "Pending":
