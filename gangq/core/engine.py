@@ -1401,6 +1401,18 @@ class Engine:
         if self._displaced:
             self._displaced.clear()
             self._heads_version += 1
+        if ctx.admitted and self._waiting_reservation:
+            # An admission moves reservations too (a runner more: a head's time may come later,
+            # and gangs that end before it may pass), so the queues with gangs held back by one
+            # are retried, in the next cycle, at once. Only freed capacity retried them, and a
+            # gang that fitted waited for the next event (random world 61 with CPU-only gangs at
+            # 40 s: held back by another queue's head, whose reservation the cycle's admissions
+            # moved).
+            for name in self._waiting_reservation:
+                waiting = self.cluster_queues.get(name)
+                if waiting is not None:
+                    self._request_retry(waiting)
+            self._waiting_reservation.clear()
         for wl in ctx.admitted:
             if wl.cq is not None and wl.queued is not None:
                 wl.cq.discard(wl)
@@ -2901,7 +2913,9 @@ class Engine:
         ``time`` is the earliest moment it fits, releasing running gangs in the order of their
         expected end; ``None`` when it does not fit before the runners with runtime limits end
         (runners already past their expected end count as having none).
-        ``never`` when it cannot fit even on an empty cluster (quota potential or node capacity).
+        ``never`` when it cannot fit even on an empty cluster (:meth:`_never_fits`: from the specs,
+        every flavor option counted; it read the options a flavor search lists now, which depends
+        on the usage, and so on when the reservation was worked out).
         The gangs it preempted and that are still stopping count as released: it fits "now" once
         they stop, and nobody behind it may take that capacity in the meantime (otherwise a gang
         that passes the preemptor takes the freed quota, the preemptor preempts again, and so on).
@@ -2914,7 +2928,7 @@ class Engine:
         assert cq is not None
         cands = self._assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
-        if cands.never_fits or not cands.assignments or (nodes_checked and not self._fits_empty_nodes(head, cands)):
+        if self._never_fits(cq, head):
             result = _Reservation((self._version, self._heads_version), None, True, now)
         else:
             result = _Reservation((self._version, self._heads_version), None, False, now)
@@ -3044,27 +3058,9 @@ class Engine:
                 return time
         return None
 
-    def _fits_empty_nodes(self, wl: Workload, cands: Candidates) -> bool:
-        """Could the gang's ``minMember`` pods fit on the candidate nodes if they were empty?
-
-        A necessary condition only (aggregate allocatable, and one pod per pod set on one node):
-        it catches the gang that is bigger than its flavors' nodes, which must not hold a queue.
-        """
-        version = (self._config_version, self.nodes.spec_version, wl.cq.name if wl.cq else "")
-        cache = wl.empty_fit
-        if cache is None or cache[0] != version:
-            cache = wl.empty_fit = (version, {})
-        known = cache[1]
-        for a in cands.assignments:
-            fits = known.get(a.index)
-            if fits is None:
-                fits = known[a.index] = self._option_fits_empty_nodes(wl, a.choices)
-            if fits:
-                return True
-        return False
-
     def _option_fits_empty_nodes(self, wl: Workload, choices: tuple[PodSetChoice, ...]) -> bool:
-        """One flavor option of :meth:`_fits_empty_nodes` (specs only, so cached per workload).
+        """Could the gang's ``minMember`` pods fit the empty nodes of one flavor option? From the
+        specs only (:meth:`_reachable_options` keeps the answer until they change).
 
         Each pod set's pods must fit the empty nodes node by node, not only in total: a gang of 3
         pods of 4 GPUs on nodes of 6, 3, 2, 4 and 3 GPUs (18 in all) never fits, and as a

@@ -68,7 +68,6 @@ class Workload:
         "cq",
         "deactivated",
         "emitted",
-        "empty_fit",
         "end_time",
         "evict_requeue_at",
         "held",
@@ -148,7 +147,6 @@ class Workload:
         # Engine._kept_out.
         self.beyond: tuple[int, str, tuple[tuple[FlavorResource, ...], ...] | None] | None = None
         # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
-        self.empty_fit: tuple[tuple[int, int, str], dict[int, bool]] | None = None
         # After a failed node check of a one-pod-set gang: see NodeMark.
         self.node_mark: NodeMark | None = None
         # Its last placement that fitted every pod: see Engine._place.

@@ -34,6 +34,8 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
         (24, True),
         # A new head kept out by a lender's claim, in a cycle whose claims did not count its own.
         (236, True),
+        # An admission moved the reservation that held the gang back; only freed capacity retried.
+        (61, True),
         # Held back by a reservation in one flavor, the gang was not tried in the next.
         (3, True),
         (16, True),
