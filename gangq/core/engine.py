@@ -2082,7 +2082,7 @@ class Engine:
                 pool.pool_id
                 for a in cands.assignments
                 if a.index in node_checked
-                for _, _, _, pools in self._pod_sets_for(wl, a)
+                for _, _, _, pools in self._pod_sets_of(a.choices)
                 for pool in pools
             )
             wl.node_mark = NodeMark(
@@ -2151,9 +2151,6 @@ class Engine:
     def _assignments(self, cq: ClusterQueueState, wl: Workload, messages: bool = True) -> Candidates:
         return assignments(self.quota, cq.node, cq.spec, self._options(cq, wl), messages)
 
-    def _pod_sets_for(self, wl: Workload, a: Assignment) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
-        return self._pod_sets_of(a.choices)
-
     def _pod_sets_of(
         self, choices: tuple[PodSetChoice, ...]
     ) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
@@ -2190,7 +2187,7 @@ class Engine:
             for node, requests, count in known[1]:
                 nodes.allocate(node, requests, count)
             return "", dict(known[2]), known[3]
-        pod_sets = self._pod_sets_for(wl, a)
+        pod_sets = self._pod_sets_of(a.choices)
         placement = nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
         if placement.placed < wl.min_member:
             sizes = ", ".join(
