@@ -146,7 +146,6 @@ class Workload:
         # more of than the queue's nominal quota; None if some option needs none): see
         # Engine._kept_out.
         self.beyond: tuple[int, str, tuple[tuple[FlavorResource, ...], ...] | None] | None = None
-        # ((config version, node spec version, ClusterQueue), id(flavor combo) -> fits empty nodes).
         # After a failed node check of a one-pod-set gang: see NodeMark.
         self.node_mark: NodeMark | None = None
         # Its last placement that fitted every pod: see Engine._place.
