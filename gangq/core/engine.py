@@ -1238,9 +1238,17 @@ class Engine:
         # evicted first") and so hold its capacity from the moment it is free; without this
         # retry it competed for that capacity with every other gang once the eviction was done,
         # unless some unrelated change happened to retry its queue first.
+        # Evicted by a preemption in a cycle, the retries are served by another cycle at once (it
+        # ends: a gang is evicted at most once in a scheduling call): they waited for the next
+        # event, and a starving head that took the stopping gangs as victims there (so it fits
+        # "now") held back until then a gang that does not delay it (random world 137 at 40 s).
+        asked = False
         for other in self._tree_queues(cq):
             if self._may_preempt(other):
                 self._request_retry(other)
+                asked = True
+        if asked:
+            self._cycle_again += 1
 
     def _run_drains(self, now: float, decisions: list[Decision]) -> None:
         if not self._drain:
@@ -2052,12 +2060,22 @@ class Engine:
                 node_checked.add(a.index)
         if blocked_by is not None:
             self._set_reason(wl, "BlockedByReservation", self._blocked_message(blocked_by, ctx.now), blocked_by)
-            if self._limited or not self._starving(blocked_by, ctx.now):
+            if node_failure:
+                # Another option failed the node check: freed nodes alone may let it in there, out
+                # of the holding head's way. Only the holder's admission or leave retried it.
+                self._wait_for_nodes(cq, None)
+                cq.node_blocked[wl.key] = wl
+            self._note_head(cq, wl, ctx, reclaimer is not None)
+            if self._limited or cq.protected_head is wl or not self._starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without
                 # a reservation time (no runtime limits anywhere) holds this gang back until it
-                # is admitted or leaves, and either retries its cohort tree.
+                # is admitted or leaves, and either retries its cohort tree; unless this gang is
+                # its queue's head: whether it fits (so whether it may preempt, and what its own
+                # reservation holds back) changes with the capacity others take. Random world 25
+                # at 40 s: a cycle's admissions took what q1's head fitted; retried, it would
+                # have taken a stopping gang as its victim (so it fits "now"), and the gangs that
+                # it held back and that do not delay it waited for the next event.
                 self._waiting_reservation[cq.name] = None
-            self._note_head(cq, wl, ctx, reclaimer is not None)
             return _STOP if cq.strict else _FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             self._set_reason(wl, "InsufficientQuota", self._claim_message(reclaimer), reclaimer)
@@ -2472,13 +2490,37 @@ class Engine:
                 preemptor=wl.key,
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
-        wl.victims = tuple(v.key for v in victims)
+        keys = tuple(v.key for v in victims)
+        changed = keys != wl.victims
+        wl.victims = keys
         # Its reservation counts its stopping victims as released: one worked out before (in this
         # capacity version, so still cached) said otherwise, and the retries that skip gangs
         # work it out again later than the engine that tries every gang does.
         self._reservations.pop(wl.key, None)
         self._note_head(cq, wl, ctx)
         self._set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
+        if changed:
+            self._retry_others_held(cq, wl)
+
+    def _retry_others_held(self, cq: ClusterQueueState, wl: Workload) -> None:
+        """``wl``'s reservation changed in this cycle (it chose victims: those still stopping count
+        as released, see :meth:`_reservation`): the other queues of its tree, whose gangs it may
+        have held back, are retried in another cycle at once. A starving head without a
+        reservation time was taken to hold them until it was admitted or left, and a gang that
+        no longer delayed it waited for the next event (random world 117 at 40 s: q0's new gang
+        was held back by q1's starving head, which then took a gang stopping after its
+        pods-ready timeout as its victim; with that counted as released, q0's gang delays
+        nothing, and it waited although it fitted).
+
+        Every other queue, not only those whose gangs' reasons name ``wl``: the retry shortcuts
+        leave a skipped gang its last reason, so which gangs name it depends on them, and
+        retrying only those decided otherwise than trying every gang (limits world 160 at
+        20 s)."""
+        others = [other for other in self._tree_queues(cq) if other is not cq]
+        for other in others:
+            self._request_retry(other)
+        if others:
+            self._cycle_again += 1
 
     # ------------------------------------------------------------------------------------------
     # Starvation protection: reservations and backfill
@@ -3064,13 +3106,15 @@ class Engine:
         starving head it held its queue on an idle cluster (random world 2 with CPU-only gangs)."""
         pod_sets = self._pod_sets_of(choices)
         nodes = self.nodes
-        for _, requests, _, pools in pod_sets:
-            if not nodes.empty_node_takes(pools, requests):
-                return False
-        total = nodes.empty_total(p for _, _, _, pools in pod_sets for p in pools)
-        # Any minMember pods may be the ones placed, but no more of a pod set than its nodes hold.
-        if sum(min(count, nodes.empty_pods(pools, requests)) for _, requests, count, pools in pod_sets) < wl.min_member:
+        placeable = 0  # any minMember pods may be the ones placed, but no more of a pod set than its nodes hold
+        for _, requests, count, pools in pod_sets:
+            pods = nodes.empty_pods(pools, requests)
+            if not pods:
+                return False  # no empty node takes one of its pods
+            placeable += min(count, pods)
+        if placeable < wl.min_member:
             return False
+        total = nodes.empty_total(p for _, _, _, pools in pod_sets for p in pools)
         needed: dict[str, int] = {}
         pods_left = wl.min_member
         for _, requests, count, _ in pod_sets:

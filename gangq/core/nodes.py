@@ -82,14 +82,6 @@ class NodeState:
                 return False
         return True
 
-    def allocatable_fits(self, requests: Mapping[str, int]) -> bool:
-        """Would one pod of ``requests`` fit on this node if it were empty?"""
-        allocatable = self.allocatable
-        for resource, amount in requests.items():
-            if allocatable.get(resource, 0) < amount:
-                return False
-        return self.schedulable
-
     def how_many(self, requests: Mapping[str, int], limit: int) -> int:
         """How many pods of ``requests`` fit on this node, at most ``limit``."""
         n = limit
@@ -810,16 +802,6 @@ class NodeIndex:
                     pods += n if n >= 0 else 1 << 30  # a pod that requests nothing: no bound
             cache[key] = pods
         return pods
-
-    def empty_node_takes(self, pools: Sequence[NodePool], requests: Mapping[str, int]) -> bool:
-        """Could one pod of ``requests`` fit some schedulable node of ``pools`` if it were empty?
-        (Cached like :meth:`empty_total`.)"""
-        key: tuple[object, ...] = ("pod", tuple(p.pool_id for p in pools), *sorted(requests.items()))
-        cache = self._empty_cache()
-        takes: bool | None = cache.get(key)
-        if takes is None:
-            takes = cache[key] = any(n.allocatable_fits(requests) for p in pools for n in p.nodes.values())
-        return takes
 
     def free_in_pools(self, pools: Iterable[NodePool]) -> dict[str, int]:
         """Total free capacity of the schedulable nodes of ``pools``."""

@@ -982,3 +982,63 @@ def test_a_gang_held_back_in_one_flavor_by_a_reservation_is_admitted_in_another(
     assert admitted(decisions) == ["g"]
     flavors = {d.workload: d.pod_sets[0].flavors[GPU] for d in decisions if hasattr(d, "pod_sets")}
     assert flavors == {"ns/g": "y"}
+
+
+def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_stopping_victim() -> None:
+    """a's starving head h (no runtime limits, so no reservation time) holds back b's g, which
+    borrows 2 of a's GPUs. a's r then misses its pods-ready timeout and stops; h takes it as
+    its victim. With r counted as released, h fits "now" and g does not delay it: g is
+    admitted in the same scheduling call. It used to wait until r's eviction was done (b was
+    not retried: only the queues that may preempt are, when a gang is evicted)."""
+    e = engine(EngineConfig(pods_ready_timeout=30, starvation_timeout=10))
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(
+        e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
+    )
+    add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool")
+    e.submit(gang("r", "a", 1, 6), 0)
+    assert admitted(e.schedule(0)) == ["r"]
+    e.submit(gang("h", "a", 1, 4, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("g", "b", 1, 2, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    g = e.workload("ns/g")
+    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+    decisions = e.schedule(31)
+    assert evicted(decisions) == ["r"]
+    assert admitted(decisions) == ["g"]
+    h = e.workload("ns/h")
+    assert h is not None and h.reason == "WaitingForPreemption", h.message
+    # h still gets what r frees: 8 - 2 (g) = 6 GPUs in quota, 4 needed.
+    e.eviction_done("ns/r", 32)
+    assert admitted(e.schedule(32)) == ["h"]
+
+
+def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried_when_nodes_free() -> None:
+    """b's g may borrow 2 of a's GPUs in flavor x, where a's starving head h holds it back, or
+    use b's own quota in flavor y, whose node r2 and a pod gangq does not manage fill. When that
+    pod goes, g fits y and delays nobody: it is admitted at the next scheduling call. It used to
+    wait for h's admission (only the holder's admission or leave retried it; b's head b0 lacks
+    quota, and so does not wait for nodes)."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "x", 1, gpu=8)
+    add_nodes(e, "y", 1, gpu=24)
+    add_queue(e, "a", [quota("x", 64, 8)], cohort="pool")
+    add_queue(e, "b", [quota("x", 64, 0), quota("y", 64, 16)], cohort="pool")
+    e.update_pod(PodInfo("other/p", "y-0", {GPU: 16}))
+    e.submit(gang("r", "a", 1, 6), 0)
+    e.submit(gang("r2", "b", 1, 8), 0)
+    assert admitted(e.schedule(0)) == ["r", "r2"]
+    e.submit(gang("h", "a", 1, 4, t=1), 1)
+    e.submit(gang("b0", "b", 1, 12, t=15), 15)
+    assert admitted(e.schedule(15)) == []
+    e.submit(gang("g", "b", 1, 2, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    g = e.workload("ns/g")
+    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+    b0 = e.workload("ns/b0")
+    assert b0 is not None and b0.reason == "InsufficientQuota", b0.message
+    e.delete_pod("other/p")
+    decisions = e.schedule(21)
+    assert admitted(decisions) == ["g"]
+    assert [a.pod_sets[0].flavors[GPU] for a in decisions if isinstance(a, Admission)] == ["y"]
