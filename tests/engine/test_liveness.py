@@ -42,11 +42,11 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
         (16, True),
         (3, False),
         (33, False),
-        # A starving head took a gang stopping after its pods-ready timeout as its victim: the
-        # gangs its reservation held back in other queues were not retried.
+        # A head chose victims (those stopping count as released): the gangs that its reservation
+        # held back in other queues were not retried. In world 117 the victim was stopping after
+        # its pods-ready timeout; in world 25 a head of another queue, retried, would take the
+        # same victim and let the gangs behind it pass.
         (117, False),
-        # A head held back by a starving head: an admission took what it fitted, and retried it
-        # would take a stopping gang as its victim and let the gangs behind it pass.
         (25, False),
         # Gangs evicted by a preemption in a cycle: the retries of the queues that may preempt
         # waited for the next event.
