@@ -98,3 +98,17 @@ def evicted(decisions: list[object]) -> list[str]:
     from gangq.core import Eviction
 
     return [d.workload.removeprefix("ns/") for d in decisions if isinstance(d, Eviction)]
+
+
+def hold_back_behind_starving_head(e: Engine) -> None:
+    """In queues ``a`` (8 GPUs) and ``b`` (none) of one cohort: a's r takes 6 GPUs, a's h (4, at
+    t=1) waits and starves (with a starvation timeout under 19 s), and b's g (2, at t=20), which
+    would borrow a's 2 free GPUs, is held back by h's reservation."""
+    e.submit(gang("r", "a", 1, 6), 0)
+    assert admitted(e.schedule(0)) == ["r"]
+    e.submit(gang("h", "a", 1, 4, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("g", "b", 1, 2, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    g = e.workload("ns/g")
+    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message

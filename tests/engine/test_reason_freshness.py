@@ -15,7 +15,7 @@ import pytest
 
 from gangq.core import Engine, EngineConfig, PendingUpdate
 
-from .builders import add_nodes, add_queue, admitted, engine, gang, quota
+from .builders import add_nodes, add_queue, admitted, engine, gang, hold_back_behind_starving_head, quota
 from .test_properties import _after_each_scheduling_call
 
 _HELD = re.compile(r"^(ns/\w+) has waited longer than the starvation timeout|^would delay the reservation of (ns/\w+)")
@@ -97,14 +97,7 @@ def test_a_gang_held_back_by_another_queues_head_is_retried_when_that_head_is_di
     add_nodes(e, "a100", 2, gpu=8)
     add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool")
     add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool")
-    e.submit(gang("r", "a", 1, 6), 0)
-    assert admitted(e.schedule(0)) == ["r"]
-    e.submit(gang("h", "a", 1, 4, t=1), 1)
-    assert admitted(e.schedule(1)) == []
-    e.submit(gang("g", "b", 1, 2, t=20), 20)
-    assert admitted(e.schedule(20)) == []
-    g = e.workload("ns/g")
-    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+    hold_back_behind_starving_head(e)
     e.submit(gang("n", "a", 1, 8, priority=10, t=30), 30)
     assert admitted(e.schedule(30)) == ["g"]
     h = e.workload("ns/h")

@@ -21,7 +21,7 @@ from gangq.core import (
     WorkloadSpec,
 )
 
-from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, quota
+from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, hold_back_behind_starving_head, quota
 
 
 def test_whole_gang_waits_for_quota_then_admits_in_one_step() -> None:
@@ -996,14 +996,7 @@ def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_
         e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
     )
     add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool")
-    e.submit(gang("r", "a", 1, 6), 0)
-    assert admitted(e.schedule(0)) == ["r"]
-    e.submit(gang("h", "a", 1, 4, t=1), 1)
-    assert admitted(e.schedule(1)) == []
-    e.submit(gang("g", "b", 1, 2, t=20), 20)
-    assert admitted(e.schedule(20)) == []
-    g = e.workload("ns/g")
-    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+    hold_back_behind_starving_head(e)
     decisions = e.schedule(31)
     assert evicted(decisions) == ["r"]
     assert admitted(decisions) == ["g"]
