@@ -1125,11 +1125,12 @@ class Engine:
         # A cycle that admits a lender's waiting gang ends its claim: the queues that may now
         # borrow get their turn in another cycle at once, not at the next event.
         # So does a cycle that displaces a queue's head (the other queues of its tree, whose gangs
-        # the old head's reservation held back, are retried) or makes a head whose own claim the
-        # cycle's claims did not count (its queue is retried, see _note_head). Those retries
-        # waited for the next event, and on an idle cluster for good (random worlds 24 and 236
-        # with CPU-only gangs at 40 s). It ends: without events, a queue's head only moves to an
-        # older gang, or leaves by admission.
+        # the old head's reservation held back, are retried), makes a head whose own claim the
+        # cycle's claims did not count (its queue is retried, see _note_head), or in which a gang
+        # chooses other victims (see _retry_others_held). Those retries waited for the next
+        # event, and on an idle cluster for good (random worlds 24 and 236 with CPU-only gangs
+        # at 40 s). It ends: without events, a queue's head only moves to an older gang or leaves
+        # by admission, and a gang chooses other victims only after an admission or an eviction.
         while True:
             asked = self._cycle_again
             if not (self._cycle(now, decisions) or self._cycle_again != asked) or not self._dirty:
@@ -1237,18 +1238,12 @@ class Engine:
         # A waiting gang that may preempt can take a stopping gang as its victim ("already
         # evicted first") and so hold its capacity from the moment it is free; without this
         # retry it competed for that capacity with every other gang once the eviction was done,
-        # unless some unrelated change happened to retry its queue first.
-        # Evicted by a preemption in a cycle, the retries are served by another cycle at once (it
-        # ends: a gang is evicted at most once in a scheduling call): they waited for the next
-        # event, and a starving head that took the stopping gangs as victims there (so it fits
-        # "now") held back until then a gang that does not delay it (random world 137 at 40 s).
-        asked = False
+        # unless some unrelated change happened to retry its queue first. (Evicted by a
+        # preemption in a cycle, the other queues of the tree are retried at once: the preemptor
+        # chose victims, see _retry_others_held.)
         for other in self._tree_queues(cq):
             if self._may_preempt(other):
                 self._request_retry(other)
-                asked = True
-        if asked:
-            self._cycle_again += 1
 
     def _run_drains(self, now: float, decisions: list[Decision]) -> None:
         if not self._drain:
@@ -2510,7 +2505,8 @@ class Engine:
         no longer delayed it waited for the next event (random world 117 at 40 s: q0's new gang
         was held back by q1's starving head, which then took a gang stopping after its
         pods-ready timeout as its victim; with that counted as released, q0's gang delays
-        nothing, and it waited although it fitted).
+        nothing, and it waited although it fitted; in random world 137 the victims were new, and
+        a starving head of another queue, retried, would take them as its victims too).
 
         Every other queue, not only those whose gangs' reasons name ``wl``: the retry shortcuts
         leave a skipped gang its last reason, so which gangs name it depends on them, and

@@ -44,12 +44,10 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
         (33, False),
         # A head chose victims (those stopping count as released): the gangs that its reservation
         # held back in other queues were not retried. In world 117 the victim was stopping after
-        # its pods-ready timeout; in world 25 a head of another queue, retried, would take the
-        # same victim and let the gangs behind it pass.
+        # its pods-ready timeout; in worlds 25 and 137 a head of another queue, retried, would
+        # take the same victims and let the gangs behind it pass.
         (117, False),
         (25, False),
-        # Gangs evicted by a preemption in a cycle: the retries of the queues that may preempt
-        # waited for the next event.
         (137, False),
     ],
 )
