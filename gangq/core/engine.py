@@ -619,8 +619,10 @@ class Engine:
         self._freed_pools_version = nodes.version
         return freed
 
-    def _wait_for_nodes(self, cq: ClusterQueueState, pools: frozenset[int] | None) -> None:
-        """``cq`` has a gang blocked on the nodes of ``pools`` (None: of any pool)."""
+    def _wait_for_nodes(self, cq: ClusterQueueState, wl: Workload, pools: frozenset[int] | None) -> None:
+        """``cq``'s gang ``wl`` is blocked on the nodes of ``pools`` (None: of any pool): freed
+        capacity there retries ``cq``, and :meth:`_node_retry` looks at ``wl`` first."""
+        cq.node_blocked[wl.key] = wl
         waiting = self._waiting_nodes
         if cq.name not in waiting:
             waiting[cq.name] = pools
@@ -1912,8 +1914,7 @@ class Engine:
                 or not self._mark_holds(wl, mark)
             ):
                 return False
-            self._wait_for_nodes(cq, mark.pools if mark.pools_version == self.nodes.version else None)
-            cq.node_blocked[wl.key] = wl
+            self._wait_for_nodes(cq, wl, mark.pools if mark.pools_version == self.nodes.version else None)
         # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
@@ -2058,8 +2059,7 @@ class Engine:
             if node_failure:
                 # Another option failed the node check: freed nodes alone may let it in there, out
                 # of the holding head's way. Only the holder's admission or leave retried it.
-                self._wait_for_nodes(cq, None)
-                cq.node_blocked[wl.key] = wl
+                self._wait_for_nodes(cq, wl, None)
             self._note_head(cq, wl, ctx, reclaimer is not None)
             if self._limited or not self._starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without
@@ -2110,8 +2110,7 @@ class Engine:
             # Freed nodes alone may let it in, through the option that failed the node check,
             # even when another option lacks quota (and names the reason): a gang that failed
             # nodes in one flavor and quota in the next waited for an unrelated event.
-            self._wait_for_nodes(cq, pool_ids)
-            cq.node_blocked[wl.key] = wl
+            self._wait_for_nodes(cq, wl, pool_ids)
         if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
             self._set_reason(wl, _node_reason(node_failure), node_failure)
         else:

@@ -108,6 +108,11 @@ def hold_back_behind_starving_head(e: Engine) -> None:
     assert admitted(e.schedule(0)) == ["r"]
     e.submit(gang("h", "a", 1, 4, t=1), 1)
     assert admitted(e.schedule(1)) == []
+    submit_gang_held_back_by_h(e)
+
+
+def submit_gang_held_back_by_h(e: Engine) -> None:
+    """b's g (2 GPUs, at t=20) waits, held back by the reservation of the starving gang h."""
     e.submit(gang("g", "b", 1, 2, t=20), 20)
     assert admitted(e.schedule(20)) == []
     g = e.workload("ns/g")

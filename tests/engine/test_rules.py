@@ -21,7 +21,18 @@ from gangq.core import (
     WorkloadSpec,
 )
 
-from .builders import GPU, add_nodes, add_queue, admitted, engine, evicted, gang, hold_back_behind_starving_head, quota
+from .builders import (
+    GPU,
+    add_nodes,
+    add_queue,
+    admitted,
+    engine,
+    evicted,
+    gang,
+    hold_back_behind_starving_head,
+    quota,
+    submit_gang_held_back_by_h,
+)
 
 
 def test_whole_gang_waits_for_quota_then_admits_in_one_step() -> None:
@@ -1025,10 +1036,7 @@ def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried
     e.submit(gang("h", "a", 1, 4, t=1), 1)
     e.submit(gang("b0", "b", 1, 12, t=15), 15)
     assert admitted(e.schedule(15)) == []
-    e.submit(gang("g", "b", 1, 2, t=20), 20)
-    assert admitted(e.schedule(20)) == []
-    g = e.workload("ns/g")
-    assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+    submit_gang_held_back_by_h(e)
     b0 = e.workload("ns/b0")
     assert b0 is not None and b0.reason == "InsufficientQuota", b0.message
     e.delete_pod("other/p")
