@@ -29,6 +29,12 @@ first), so that a slow spell falls on every case alike. Defaults: 9 runs of the 
 the second and 5 of the third (``--repeats N`` for N runs of every case): the cost ratio of the
 third to the first is a target, and with medians of 5 and 3 runs it spread from 1.73 to 2.06 for
 code whose costs did not measurably differ (interleaved A/B runs).
+``--preemption`` runs the same cases with ClusterQueues that may preempt (``withinClusterQueue:
+LowerPriority``, ``reclaimWithinCohort: Any``) and gangs of priorities 0 to 3: the contract's
+cases never preempt, so rules on the preemption path cost them nothing and show only here. A
+preempted gang stops at once (``eviction_done``) and is requeued; ``evictions`` counts them,
+and every admission counts, readmissions too. Not the contract's configuration: its figures are
+for comparing builds, not for the targets.
 Baseline, measured in the same run on the same workloads of the first case: a plain FIFO
 admitter that scans every pending gang each cycle and checks quota only (no nodes, no cohorts);
 the ratio ``gangq / baseline`` is reported with it. These machines are shared and noisy: compare
@@ -53,6 +59,12 @@ REPEATS = {1_000: 9, 10_000: 3, 100_000: 5}  # runs per case (see the module doc
 GPU = "nvidia.com/gpu"
 
 
+def _priorities(pending: int, seed: int) -> list[int]:
+    """A priority (0 to 3) per gang, for ``--preemption`` (drawn apart from the gangs' shapes)."""
+    rnd = random.Random(seed + 1)
+    return [rnd.randrange(4) for _ in range(pending)]
+
+
 def _workloads(pending: int, cluster_queues: int, seed: int) -> list[tuple[str, int, int, int, int, float]]:
     """(key, queue index, pods, cpu millicores per pod, gpus per pod, duration) per gang."""
     rnd = random.Random(seed)
@@ -74,14 +86,17 @@ def run_case(
     seed: int = 7,
     engine_class: Any = None,
     log: list[tuple[float, str]] | None = None,
+    preemption: bool = False,
 ) -> dict[str, Any]:
     """One case; ``engine_class`` and ``log`` (every decision but pending updates, with the time)
-    let tests/engine/test_properties.py replay it through the engine without retry shortcuts."""
+    let tests/engine/test_properties.py replay it through the engine without retry shortcuts.
+    ``preemption``: see ``--preemption`` in the module docstring."""
     from gangq.core import (
         Admission,
         ClusterQueueSpec,
         Engine,
         EngineConfig,
+        Eviction,
         FlavorQuotas,
         FlavorSpec,
         LabelSelector,
@@ -89,6 +104,7 @@ def run_case(
         NodeSpec,
         PendingUpdate,
         PodSetSpec,
+        PreemptionSpec,
         ResourceGroup,
         ResourceQuota,
         WorkloadSpec,
@@ -129,11 +145,18 @@ def run_case(
             )
         ]
         engine.upsert_cluster_queue(
-            ClusterQueueSpec(f"cq{c}", groups, cohort=f"cohort{c // 10}", namespace_selector=LabelSelector())
+            ClusterQueueSpec(
+                f"cq{c}",
+                groups,
+                cohort=f"cohort{c // 10}",
+                namespace_selector=LabelSelector(),
+                preemption=PreemptionSpec("LowerPriority", "Any") if preemption else None,
+            )
         )
         engine.upsert_local_queue(LocalQueueSpec("ns", f"lq{c}", f"cq{c}"))
 
     gangs = _workloads(pending, cluster_queues, seed)
+    priorities = _priorities(pending, seed) if preemption else [0] * pending
     durations = {}
     t0 = time.process_time()
     for i, (key, q, pods, cpu, gpu, duration) in enumerate(gangs):
@@ -141,44 +164,74 @@ def run_case(
         if gpu:
             requests[GPU] = gpu
         engine.submit(
-            WorkloadSpec(key, "ns", f"lq{q}", [PodSetSpec("workers", pods, requests)], creation_time=i * 0.01), 0.0
+            WorkloadSpec(
+                key,
+                "ns",
+                f"lq{q}",
+                [PodSetSpec("workers", pods, requests)],
+                priority=priorities[i],
+                creation_time=i * 0.01,
+            ),
+            0.0,
         )
         durations[key] = duration
     submit_s = time.process_time() - t0
 
     ends: list[tuple[float, str]] = []
+    running: dict[str, float] = {}  # admitted gang -> its end (a stale entry of ends is skipped)
     now = 1.0
-    admitted = cycles = 0
+    admitted = cycles = evictions = finished = 0
     engine_s = 0.0
     wall0 = time.perf_counter()
     capped = False
     first: tuple[int, float] | None = None
-    while admitted < pending:
+    while (finished if preemption else admitted) < pending:
         t = time.process_time()
         decisions = engine.schedule(now)
         engine_s += time.process_time() - t
         cycles += 1
         if first is None:
             first = (sum(isinstance(d, Admission) for d in decisions), engine_s)
+        stopped = []
         for d in decisions:
             if log is not None and not isinstance(d, PendingUpdate):
                 log.append((now, repr(d)))
             if isinstance(d, Admission):
                 admitted += 1
-                heapq.heappush(ends, (now + durations[d.workload], d.workload))
-        if not ends:
-            break
+                running[d.workload] = now + durations[d.workload]
+                heapq.heappush(ends, (running[d.workload], d.workload))
+            elif isinstance(d, Eviction):
+                evictions += 1
+                running.pop(d.workload, None)
+                stopped.append(d.workload)
         if time.perf_counter() - wall0 > max_seconds:
             capped = True
+            break
+        if stopped:
+            # Its pods stopped at once: the preemptor may take the freed capacity now.
+            t = time.process_time()
+            for key in stopped:
+                engine.eviction_done(key, now)
+            engine_s += time.process_time() - t
+            continue
+        while ends and running.get(ends[0][1]) != ends[0][0]:
+            heapq.heappop(ends)  # a preempted gang's old end
+        if not ends:
             break
         now = ends[0][0]
         t = time.process_time()
         while ends and ends[0][0] <= now:
-            engine.finish(heapq.heappop(ends)[1], now)
+            end, key = heapq.heappop(ends)
+            if running.get(key) == end:
+                del running[key]
+                finished += 1
+                engine.finish(key, now)
         engine_s += time.process_time() - t
     engine.check_invariants()
     rate = admitted / engine_s if engine_s > 0 else 0.0
+    extra = {"preemption": True, "evictions": evictions} if preemption else {}
     return {
+        **extra,
         "pending": pending,
         "cluster_queues": cluster_queues,
         "nodes": nodes,
@@ -187,6 +240,7 @@ def run_case(
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "core_compiled": compiled(),
         "admitted": admitted,
+        "finished": finished,
         "cycles": cycles,
         "admissions_per_cycle": round(admitted / cycles, 2) if cycles else 0.0,
         "submit_us_per_workload": round(submit_s / pending * 1e6, 1),
@@ -255,6 +309,9 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=None, help="runs of every case (default: 9, 3 and 5, smallest case first)"
     )
+    parser.add_argument(
+        "--preemption", action="store_true", help="queues that may preempt, gangs of 4 priorities (not the contract)"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -265,7 +322,7 @@ def main() -> None:
         huge_pages = use_huge_pages()  # as the controller process does (first: see its docstring)
         tune_gc()
         p, c, n = (int(x) for x in args.case.split(","))
-        result = run_case(p, c, n, args.max_seconds)
+        result = run_case(p, c, n, args.max_seconds, preemption=args.preemption)
         result["huge_page_arenas"] = huge_pages.active
         if huge_pages.active:  # what the kernel gave: see gangq/huge_pages.py
             result["huge_pages_mb"] = round(huge_page_kb() / 1024, 1)
@@ -293,11 +350,15 @@ def main() -> None:
     runs: dict[tuple[int, int, int], list[dict[str, Any]]] = {case: [] for case in cases}
     for case in iterator:
         runs[case].append(
-            _subprocess(["--case", ",".join(map(str, case)), "--max-seconds", str(args.max_seconds)])
+            _subprocess(
+                ["--case", ",".join(map(str, case)), "--max-seconds", str(args.max_seconds)]
+                + (["--preemption"] if args.preemption else [])
+            )
         )
     results = [_median_run(runs[case]) for case in cases]
     baseline = _subprocess(["--baseline", ",".join(map(str, CASES[0]))])
     report: dict[str, Any] = {
+        **({"preemption": True} if args.preemption else {}),
         "cases": results,
         "baseline": {
             **baseline,

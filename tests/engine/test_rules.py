@@ -1043,3 +1043,63 @@ def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried
     decisions = e.schedule(21)
     assert admitted(decisions) == ["g"]
     assert [a.pod_sets[0].flavors[GPU] for a in decisions if isinstance(a, Admission)] == ["y"]
+
+
+def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_what_it_fitted() -> None:
+    """b's head hb would borrow a's 2 free GPUs; a's starving head h (older, same priority) holds
+    it back.
+    Then a's x (priority 5, so ahead of h) takes those 2 GPUs: hb no longer fits, and may
+    preempt b's low-priority l. It does so in the scheduling call that admits x. It used to
+    wait: its holder holds it until it is admitted or leaves, and only that retried it (random
+    world 82 at 40 s, where the gangs behind such a head then passed it)."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "a100", 2, gpu=8)
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool")
+    add_queue(
+        e, "b", [quota("a100", 64, 2)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
+    )
+    e.submit(gang("l", "b", 1, 2), 0)
+    e.submit(gang("r", "a", 1, 6), 0)
+    assert admitted(e.schedule(0)) == ["l", "r"]
+    e.submit(gang("h", "a", 1, 4, priority=1, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("hb", "b", 1, 2, priority=1, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    hb = e.workload("ns/hb")
+    assert hb is not None and hb.reason == "BlockedByReservation", hb.message
+    assert hb.message.startswith("ns/h has waited"), hb.message
+    e.submit(gang("x", "a", 1, 2, priority=5, t=21), 21)
+    decisions = e.schedule(21)
+    assert admitted(decisions) == ["x"]
+    assert evicted(decisions) == ["l"]
+    hb = e.workload("ns/hb")
+    assert hb is not None and hb.reason == "WaitingForPreemption", hb.message
+    e.eviction_done("ns/l", 22)
+    assert admitted(e.schedule(22)) == ["hb"]
+
+
+def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
+    """q (nominal 4 GPUs) borrows 2 of lender l's; l's waiting head lh fits l's own quota and
+    claims them back. q's p (priority 5) needs 4 GPUs and nothing is free: it must preempt.
+    Preempting q's newest gang b1 alone would leave room for p only by borrowing what lh
+    claims, so p preempts b1 and lo, and fits q's own quota once they stop. It used to preempt
+    b1 alone, then wait behind the claim while lh took the room, and preempt again (in the
+    benchmark's preempting mode, victims were admitted again into such room at once)."""
+    e = engine(EngineConfig(pods_ready_timeout=None))
+    add_nodes(e, "a100", 4, gpu=8)
+    add_queue(e, "l", [quota("a100", 64, 8)], cohort="pool")
+    add_queue(
+        e, "q", [quota("a100", 64, 4)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
+    )
+    e.submit(gang("r", "l", 1, 4), 0)
+    e.submit(gang("lo", "q", 1, 2), 0)
+    e.submit(gang("b1", "q", 1, 4), 0)
+    assert admitted(e.schedule(0)) == ["r", "lo", "b1"]
+    e.submit(gang("lh", "l", 1, 4, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("p", "q", 1, 4, priority=5, t=2), 2)
+    decisions = e.schedule(2)
+    assert sorted(evicted(decisions)) == ["b1", "lo"]
+    e.eviction_done("ns/b1", 3)
+    e.eviction_done("ns/lo", 3)
+    assert sorted(admitted(e.schedule(3))) == ["lh", "p"]
