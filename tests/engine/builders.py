@@ -117,3 +117,29 @@ def submit_gang_held_back_by_h(e: Engine) -> None:
     assert admitted(e.schedule(20)) == []
     g = e.workload("ns/g")
     assert g is not None and g.reason == "BlockedByReservation" and g.message.startswith("ns/h has waited"), g.message
+
+
+def assert_preempts_then_admitted(e: Engine, t: float, preemptor: str, victims: list[str], others: list[str]) -> None:
+    """At ``t`` the scheduling call evicts ``victims`` for ``preemptor`` and admits ``others``;
+    once the victims have stopped (at ``t + 1``), ``preemptor`` is admitted."""
+    decisions = e.schedule(t)
+    assert evicted(decisions) == victims
+    assert admitted(decisions) == others
+    wl = e.workload(f"ns/{preemptor}")
+    assert wl is not None and wl.reason == "WaitingForPreemption", wl.message
+    for victim in victims:
+        e.eviction_done(f"ns/{victim}", t + 1)
+    assert admitted(e.schedule(t + 1)) == [preemptor]
+
+
+def add_lender_and_preempting_queue(e: Engine, lender: str, lender_gpu: int, queue: str, queue_gpu: int) -> None:
+    """Two queues of cohort ``pool`` in flavor ``a100``: ``lender``, and ``queue``, which may
+    preempt its own lower-priority gangs."""
+    add_queue(e, lender, [quota("a100", 64, lender_gpu)], cohort="pool")
+    add_queue(
+        e,
+        queue,
+        [quota("a100", 64, queue_gpu)],
+        cohort="pool",
+        preemption=PreemptionSpec(within_cluster_queue="LowerPriority"),
+    )

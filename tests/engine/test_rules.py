@@ -23,9 +23,11 @@ from gangq.core import (
 
 from .builders import (
     GPU,
+    add_lender_and_preempting_queue,
     add_nodes,
     add_queue,
     admitted,
+    assert_preempts_then_admitted,
     engine,
     evicted,
     gang,
@@ -1008,14 +1010,8 @@ def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_
     )
     add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool")
     hold_back_behind_starving_head(e)
-    decisions = e.schedule(31)
-    assert evicted(decisions) == ["r"]
-    assert admitted(decisions) == ["g"]
-    h = e.workload("ns/h")
-    assert h is not None and h.reason == "WaitingForPreemption", h.message
     # h still gets what r frees: 8 - 2 (g) = 6 GPUs in quota, 4 needed.
-    e.eviction_done("ns/r", 32)
-    assert admitted(e.schedule(32)) == ["h"]
+    assert_preempts_then_admitted(e, 31, "h", ["r"], ["g"])
 
 
 def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried_when_nodes_free() -> None:
@@ -1047,17 +1043,13 @@ def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried
 
 def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_what_it_fitted() -> None:
     """b's head hb would borrow a's 2 free GPUs; a's starving head h (older, same priority) holds
-    it back.
-    Then a's x (priority 5, so ahead of h) takes those 2 GPUs: hb no longer fits, and may
-    preempt b's low-priority l. It does so in the scheduling call that admits x. It used to
+    it back. Then a's x (priority 5, so ahead of h) takes those 2 GPUs: hb no longer fits, and
+    may preempt b's low-priority l. It does so in the scheduling call that admits x. It used to
     wait: its holder holds it until it is admitted or leaves, and only that retried it (random
     world 82 at 40 s, where the gangs behind such a head then passed it)."""
     e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
-    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool")
-    add_queue(
-        e, "b", [quota("a100", 64, 2)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
-    )
+    add_lender_and_preempting_queue(e, "a", 8, "b", 2)
     e.submit(gang("l", "b", 1, 2), 0)
     e.submit(gang("r", "a", 1, 6), 0)
     assert admitted(e.schedule(0)) == ["l", "r"]
@@ -1069,13 +1061,7 @@ def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_wh
     assert hb is not None and hb.reason == "BlockedByReservation", hb.message
     assert hb.message.startswith("ns/h has waited"), hb.message
     e.submit(gang("x", "a", 1, 2, priority=5, t=21), 21)
-    decisions = e.schedule(21)
-    assert admitted(decisions) == ["x"]
-    assert evicted(decisions) == ["l"]
-    hb = e.workload("ns/hb")
-    assert hb is not None and hb.reason == "WaitingForPreemption", hb.message
-    e.eviction_done("ns/l", 22)
-    assert admitted(e.schedule(22)) == ["hb"]
+    assert_preempts_then_admitted(e, 21, "hb", ["l"], ["x"])
 
 
 def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
@@ -1087,10 +1073,7 @@ def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
     benchmark's preempting mode, victims were admitted again into such room at once)."""
     e = engine(EngineConfig(pods_ready_timeout=None))
     add_nodes(e, "a100", 4, gpu=8)
-    add_queue(e, "l", [quota("a100", 64, 8)], cohort="pool")
-    add_queue(
-        e, "q", [quota("a100", 64, 4)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
-    )
+    add_lender_and_preempting_queue(e, "l", 8, "q", 4)
     e.submit(gang("r", "l", 1, 4), 0)
     e.submit(gang("lo", "q", 1, 2), 0)
     e.submit(gang("b1", "q", 1, 4), 0)
@@ -1103,3 +1086,26 @@ def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
     e.eviction_done("ns/b1", 3)
     e.eviction_done("ns/lo", 3)
     assert sorted(admitted(e.schedule(3))) == ["lh", "p"]
+
+
+def test_a_preemptor_whose_stopping_victims_no_longer_suffice_preempts_more_at_once() -> None:
+    """q's p (priority 5, 6 GPUs) preempts v; q's b, which borrows 2 of o's GPUs, may stay. While
+    v stops, o's x takes 2 GPUs of o's own quota: once v has stopped, 4 are free, too few for p.
+    p chooses b too, in the scheduling call that admits x. It used to wait for an unrelated
+    event (random worlds 143 and 258 with CPU-only gangs, where gangs behind the preemptor then
+    passed it)."""
+    e = engine(EngineConfig(pods_ready_timeout=None))
+    add_nodes(e, "a100", 2, gpu=8)
+    add_lender_and_preempting_queue(e, "o", 4, "q", 4)
+    e.submit(gang("v", "q", 1, 4), 0)
+    e.submit(gang("b", "q", 1, 2, t=0.5), 0)
+    assert admitted(e.schedule(0)) == ["v", "b"]
+    e.submit(gang("p", "q", 1, 6, priority=5, t=1), 1)
+    assert evicted(e.schedule(1)) == ["v"]
+    e.submit(gang("x", "o", 1, 2, t=2), 2)
+    decisions = e.schedule(2)
+    assert admitted(decisions) == ["x"]
+    assert evicted(decisions) == ["b"]
+    e.eviction_done("ns/v", 3)
+    e.eviction_done("ns/b", 3)
+    assert admitted(e.schedule(3)) == ["p"]
