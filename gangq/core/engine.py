@@ -2398,7 +2398,7 @@ class Engine:
                 self.quota.undo(q)
 
             def fits() -> bool:
-                return self._fits_with(cq, wl, a, nodes_checked) and self._reclaimer(cq, wl, a, ctx) is None
+                return self._fits_unclaimed(cq, wl, a, nodes_checked, ctx)
 
             victims = minimal_victims(candidates, self._release_in_statement, fits, mark, undo)
         finally:
@@ -2423,12 +2423,16 @@ class Engine:
         with Statement(self.quota, self.nodes):
             for victim in stopping:
                 self._release_in_statement(victim)
-            if any(
-                self._fits_with(cq, wl, a, nodes_checked) and self._reclaimer(cq, wl, a, ctx) is None
-                for a in cands.assignments
-            ):
+            if any(self._fits_unclaimed(cq, wl, a, nodes_checked, ctx) for a in cands.assignments):
                 return stopping
         return None
+
+    def _fits_unclaimed(
+        self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool, ctx: _Cycle
+    ) -> bool:
+        """Would ``wl`` fit with ``a`` in the current (what-if) state, borrowing nothing that a
+        lender's claim keeps from it (see :meth:`_find_victims`)?"""
+        return self._fits_with(cq, wl, a, nodes_checked) and self._reclaimer(cq, wl, a, ctx) is None
 
     def _release_in_statement(self, victim: Workload) -> None:
         """What-if: free a victim's quota and every node capacity it holds."""
