@@ -12,10 +12,6 @@ The compiled build is optional, never required:
 - editable installs (``pip install -e .``) always use the source, so that edits take effect;
 - without mypyc or a C compiler the build warns and falls back to the pure-Python core.
 
-It also builds ``gangq._hugearena`` (``gangq/_hugearena.c``), the arena allocator that puts the
-controller's small objects on transparent huge pages (gangq/huge_pages.py), in editable installs
-too (it has no Python twin to shadow). Also optional: without it gangq runs on regular pages.
-
 Everything else (metadata, dependencies, entry points) lives in ``pyproject.toml``.
 """
 
@@ -27,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -37,7 +33,6 @@ PURE_ENV = "GANGQ_PURE_PYTHON"
 # Not compiled: the package's __init__, and errors.py, whose SpecError the API layer subclasses
 # (a compiled class cannot have interpreted subclasses).
 _PURE = ("__init__.py", "errors.py")
-ARENA = "gangq._hugearena"
 
 
 def _warn(message: str) -> None:
@@ -74,15 +69,8 @@ def _core_extensions() -> list[Any]:
         return []
 
 
-def _arena_extensions() -> list[Any]:
-    if not (_editable() or _builds_extensions()):
-        return []
-    return [Extension(ARENA, ["gangq/_hugearena.c"])]
-
-
 class OptionalBuildExt(build_ext):
     """Build the compiled core, or none of it: a missing compiler falls back to the pure core.
-    The arena allocator is built, or not, on its own.
 
     The core is all or nothing, because mypyc's per-module shims import one shared library: a
     partial build would leave modules that cannot be imported.
@@ -92,30 +80,19 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # no compiler at all, say
-            _warn(f"building extensions failed ({exc}): installing the pure-Python core, regular pages")
+            _warn(f"building extensions failed ({exc}): installing the pure-Python core")
             self._remove_outputs(self.extensions)
             self.extensions = []
 
     def build_extensions(self) -> None:
         self.check_extensions_list(self.extensions)
-        arena = [ext for ext in self.extensions if ext.name == ARENA]
-        core = [ext for ext in self.extensions if ext.name != ARENA]
-        built = []
-        for ext in arena:
-            try:
-                self.build_extension(ext)
-                built.append(ext)
-            except Exception as exc:
-                _warn(f"building the huge-page arena allocator failed ({exc}): gangq will use regular pages")
-                self._remove_outputs([ext])
         try:
-            for ext in core:
+            for ext in self.extensions:
                 self.build_extension(ext)
-            built.extend(core)
         except Exception as exc:
             _warn(f"compiling gangq/core failed ({exc}): installing the pure-Python core")
-            self._remove_outputs(core)
-        self.extensions = built
+            self._remove_outputs(self.extensions)
+            self.extensions = []
 
     def _remove_outputs(self, extensions: list[Any]) -> None:
         for ext in extensions:
@@ -125,17 +102,17 @@ class OptionalBuildExt(build_ext):
 
 
 class BuildPyWithData(build_py):
-    """Copy ``crds/`` and ``policies/`` into the package as ``gangq/_data/`` (see
-    gangq/resources.py): ``gangq run`` installs those CRDs and quick-start queues, and
-    ``gangq simulate --scenario kueue-baseline`` reads its queues, from wherever gangq is
-    installed."""
+    """Copy ``crds/``, ``policies/`` and ``hack/control-plane/`` into the package as
+    ``gangq/_data/`` (see gangq/resources.py): ``gangq run`` installs those CRDs and quick-start
+    queues, ``gangq simulate --scenario kueue-baseline`` reads its queues, and the real control
+    plane is built from those Go modules, from wherever gangq is installed."""
 
     def run(self) -> None:
         super().run()
         if self.editable_mode:
             return  # the checkout's directories are used as they are
-        for name in ("crds", "policies"):
-            source = HERE / name
+        for name, where in (("crds", "crds"), ("policies", "policies"), ("control-plane", "hack/control-plane")):
+            source = HERE / where
             if source.is_dir():
                 target = Path(self.build_lib) / "gangq" / "_data" / name
                 shutil.rmtree(target, ignore_errors=True)
@@ -143,6 +120,6 @@ class BuildPyWithData(build_py):
 
 
 setup(
-    ext_modules=_core_extensions() + _arena_extensions(),
+    ext_modules=_core_extensions(),
     cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithData},
 )

@@ -3,9 +3,7 @@
     python benchmarks/engine_scaling.py --json OUT.json [--quick] [--max-seconds 120]
 
 Each case runs in a fresh subprocess (so peak RSS is per case), with the garbage-collector settings
-that ``gangq run`` uses (:mod:`gangq.gc_tuning`) and, as it does, pymalloc's arenas on transparent
-huge pages (:mod:`gangq.huge_pages`; ``huge_page_arenas`` in the output, ``GANGQ_HUGE_PAGES=0``
-to measure without): build the cluster, submit every
+that ``gangq run`` uses (:mod:`gangq.gc_tuning`): build the cluster, submit every
 workload (timed separately), then a steady-state loop on a virtual clock — ``schedule(now)``,
 collect admissions, advance to the next finish, ``finish()`` the finished gangs — until every
 gang has been admitted or the case's time cap is reached. The first cycle fills the empty cluster
@@ -324,17 +322,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.case:
         from gangq.gc_tuning import tune_gc
-        from gangq.huge_pages import huge_page_kb, use_huge_pages
-
-        huge_pages = use_huge_pages()  # as the controller process does (first: see its docstring)
         tune_gc()
         p, c, n = (int(x) for x in args.case.split(","))
         result = run_case(p, c, n, args.max_seconds, preemption=args.preemption)
-        result["huge_page_arenas"] = huge_pages.active
-        if huge_pages.active:  # what the kernel gave: see gangq/huge_pages.py
-            result["huge_pages_mb"] = round(huge_page_kb() / 1024, 1)
-        else:
-            result["huge_page_arenas_off"] = huge_pages.reason
         print(json.dumps(result))
         return
     if args.baseline:
@@ -374,8 +364,6 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         # mypyc-compiled core (a regular ``pip install .``) or the pure-Python source (setup.py)
         "core_compiled": all(r["core_compiled"] for r in results),
-        # pymalloc's arenas on transparent huge pages, as in ``gangq run`` (gangq/huge_pages.py)
-        "huge_page_arenas": all(r.get("huge_page_arenas", False) for r in results),
     }
     by_size = {r["pending"]: r for r in results}
     targets: dict[str, Any] = {}

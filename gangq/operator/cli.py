@@ -19,7 +19,6 @@ from rich.console import Console
 
 from gangq.core.errors import SpecError
 from gangq.gc_tuning import tune_gc
-from gangq.huge_pages import use_huge_pages
 from gangq.operator.config import OperatorConfig, load_config
 from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
 from gangq.operator.kube import Credentials, KubeClient
@@ -109,7 +108,6 @@ def run(
     if not verbose:
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    use_huge_pages()  # before the engine's heap grows (gangq/huge_pages.py); logs if it cannot
     try:
         cfg = load_config(config)
     except (SpecError, OSError) as err:

@@ -39,7 +39,6 @@ from gangq.core import Engine, NodeSpec, PodInfo, Taint, compiled
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
 from gangq.core.units import format_amount
-from gangq.huge_pages import state as huge_pages_state
 from gangq.operator.config import OperatorConfig
 from gangq.operator.kube import JSON_PATCH, ApiError, KubeClient, resource_path
 
@@ -156,14 +155,6 @@ _SPEC_ONLY: Final = frozenset(
     {"resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "priorityclasses",
      "namespaces", "nodes"}
 )
-
-
-def _arenas() -> str:
-    """Where the process's small objects live, for the log line after recovery."""
-    hp = huge_pages_state()
-    if hp is None:
-        return "arenas on regular pages"
-    return "arenas on huge pages" if hp.active else f"arenas on regular pages: {hp.reason}"
 
 
 def _relevant(plural: str, obj: Mapping[str, Any]) -> Any:
@@ -415,9 +406,9 @@ class Controller:
                 self._adopt_workload(entry, existing_workloads)
         self._list_rv = max((_rv(o) for o in jobsets), default=0)
         log.info(
-            "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s, %s)",
+            "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
             len(self.entries), len(readmitted), len(listed["nodes"]), len(pods), len(self.engine.cluster_queues),
-            "mypyc-compiled" if compiled() else "pure Python", _arenas(),
+            "mypyc-compiled" if compiled() else "pure Python",
         )
         self.recovered.set()
 

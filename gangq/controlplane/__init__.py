@@ -1,0 +1,3 @@
+"""A real Kubernetes control plane on this machine: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok, built from their Go modules (``hack/control-plane``) and started on
+loopback. It is the reference that the emulated sandbox (``gangq.sandbox``) is held to."""
