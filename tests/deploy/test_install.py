@@ -3,7 +3,6 @@ promises of docs/observability.md (least-privilege RBAC, hardened pods, two repl
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import jsonschema
@@ -11,8 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gangq.observability import manifests
 from gangq.observability.http import create_app
+from gangq.operator.install import crd_documents
 from tests.deploy.conftest import DEPLOY, ROOT, find
 
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
@@ -286,45 +285,23 @@ def test_probes_metrics_service_and_servicemonitor_agree(overlay: tuple[str, lis
 
 
 def test_crds_are_installed_from_crds_folder(overlay: tuple[str, list[dict[str, Any]]]) -> None:
-    """Every CRD file of crds/ that exists is in the install (missing ones are tolerated until the
-    operator writes them); the JobSet CRD only where gangq runs the JobSet controller."""
+    """Every CRD of crds/ is in the install, taken from crds/ itself (no copy under deploy/); the
+    JobSet CRD only where gangq runs the JobSet controller."""
     name, docs = overlay
-    missing = manifests.missing()
-    if missing:
-        warnings.warn(f"CRD files not written yet: {missing}", stacklevel=1)
-    installed = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    for file in manifests.GANGQ_CRDS + manifests.JOBSET_CRDS:
-        path = ROOT / "crds" / file
-        if not path.is_file():
-            continue
-        crd = yaml.safe_load(path.read_text())
-        wanted = file in manifests.GANGQ_CRDS or name == "plain"
-        assert (crd["metadata"]["name"] in installed) == wanted, (name, file)
+    installed = {d["metadata"]["name"]: d for d in find(docs, "CustomResourceDefinition")}
+    for crd in crd_documents():
+        wanted = crd["spec"]["group"] != "jobset.x-k8s.io" or name == "plain"
+        assert (crd["metadata"]["name"] in installed) == wanted, (name, crd["metadata"]["name"])
+        if wanted:
+            assert installed[crd["metadata"]["name"]]["spec"] == crd["spec"], crd["metadata"]["name"]
+    assert not (DEPLOY / "crds").exists(), "the CRDs have one source: crds/"
 
 
-def test_deploy_crds_are_in_step_with_crds_folder() -> None:
-    assert manifests.stale() == [], "run: python -m gangq.observability.manifests"
-
-
-def test_crd_sync_round_trip(tmp_path: Any) -> None:
-    src = tmp_path / "crds"
-    dst = tmp_path / "deploy"
-    src.mkdir()
-    (src / "gangq.io_workloads.yaml").write_text("kind: CustomResourceDefinition\n")
-    assert manifests.sync(src, dst)
-    assert manifests.stale(src, dst) == []
-    assert "- gangq.io_workloads.yaml" in (dst / "gangq" / "kustomization.yaml").read_text()
-    assert "resources: []" in (dst / "jobset" / "kustomization.yaml").read_text()
-    (src / "gangq.io_workloads.yaml").write_text("kind: CustomResourceDefinition # changed\n")
-    (dst / "gangq" / "extra.yaml").write_text("x: 1\n")
-    assert set(manifests.stale(src, dst)) == {"gangq/gangq.io_workloads.yaml", "gangq/extra.yaml"}
-    manifests.sync(src, dst)
-    assert not (dst / "gangq" / "extra.yaml").exists()
-    assert manifests.stale(src, dst) == []
-    # a CRD that disappears from crds/ (being rewritten) keeps its last copy
-    (src / "gangq.io_workloads.yaml").unlink()
-    assert manifests.stale(src, dst) == []
-    assert manifests.missing(src) == list(manifests.GANGQ_CRDS + manifests.JOBSET_CRDS)
+def test_crds_kustomization_lists_every_crd_file() -> None:
+    """A CRD file added to crds/ but not to its kustomization would be missing from the install."""
+    kustomization = yaml.safe_load((ROOT / "crds" / "kustomization.yaml").read_text())
+    files = sorted(p.name for p in (ROOT / "crds").glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == files
 
 
 def test_dockerfile_runs_gangq_as_non_root() -> None:

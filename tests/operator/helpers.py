@@ -21,7 +21,7 @@ import yaml
 
 from gangq.operator.config import OperatorConfig, parse_config
 from gangq.operator.controller import jobset_terminal
-from gangq.operator.install import CRD_DIR, crd_documents
+from gangq.operator.install import crd_documents
 from gangq.operator.kube import Credentials
 from gangq.operator.operator import OperatorThread
 from gangq.sandbox.runtime import Sandbox
@@ -53,8 +53,7 @@ def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condit
 
 def install(sb: Sandbox) -> None:
     """The gangq CRDs and the JobSet CRD (crds/)."""
-    paths = sorted(CRD_DIR.glob("*.yaml"))
-    for doc in crd_documents(paths):
+    for doc in crd_documents():
         sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", doc)
 
 
