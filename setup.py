@@ -102,16 +102,18 @@ class OptionalBuildExt(build_ext):
 
 
 class BuildPyWithData(build_py):
-    """Copy ``crds/``, ``policies/`` and ``hack/control-plane/`` into the package as
+    """Copy ``crds/``, ``policies/``, ``hack/control-plane/`` and ``deploy/`` into the package as
     ``gangq/_data/`` (see gangq/resources.py): ``gangq run`` installs those CRDs and quick-start
     queues, ``gangq simulate --scenario kueue-baseline`` reads its queues, and the real control
-    plane is built from those Go modules, from wherever gangq is installed."""
+    plane is built from those Go modules and given the install's RBAC, from wherever gangq is
+    installed."""
 
     def run(self) -> None:
         super().run()
         if self.editable_mode:
             return  # the checkout's directories are used as they are
-        for name, where in (("crds", "crds"), ("policies", "policies"), ("control-plane", "hack/control-plane")):
+        bundled = (("crds", "crds"), ("policies", "policies"), ("control-plane", "hack/control-plane"), ("deploy", "deploy"))
+        for name, where in bundled:
             source = HERE / where
             if source.is_dir():
                 target = Path(self.build_lib) / "gangq" / "_data" / name

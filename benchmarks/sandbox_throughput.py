@@ -17,8 +17,8 @@ resourceVersion; then `--count` ConfigMaps are created and each is merge-patched
 
 Baseline, measured in the same run with the same client and concurrency: a bare aiohttp server
 (subprocess) whose POST handler parses the JSON body and answers it back (`echo_requests_per_s`);
-`ratio_writes_over_echo` is the sandbox's share of what the HTTP stack alone can do. Target
-(issue 3): at least 1,500 writes/s while delivering every event to 3 watchers. The machines are
+`ratio_writes_over_echo` is the sandbox's share of what the HTTP stack alone can do. Target:
+at least 1,500 writes/s while delivering every event to 3 watchers. The machines are
 shared and noisy: compare ratios across runs, not absolute figures.
 """
 

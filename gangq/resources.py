@@ -17,12 +17,13 @@ _CHECKOUT = _PACKAGE.parent
 
 
 # Bundled directories and where each lives in a checkout.
-_SOURCES = {"crds": "crds", "policies": "policies", "control-plane": "hack/control-plane"}
+_SOURCES = {"crds": "crds", "policies": "policies", "control-plane": "hack/control-plane", "deploy": "deploy"}
 
 
 def data_dir(name: str) -> Path:
-    """The directory ``crds``, ``policies`` or ``control-plane`` (the Go modules that pin the
-    real control plane): bundled in the installed package, else the checkout's."""
+    """The directory ``crds``, ``policies``, ``control-plane`` (the Go modules that pin the real
+    control plane) or ``deploy`` (the install manifests): bundled in the installed package, else
+    the checkout's."""
     bundled = _BUNDLED / name
     return bundled if bundled.is_dir() else _CHECKOUT / _SOURCES[name]
 

@@ -162,3 +162,30 @@ def build(progress: Callable[[str], None] | None = None) -> Path:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def main() -> None:
+    """``python -m gangq.controlplane.build``: build what is missing, print where it is."""
+    import sys
+
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    started = time.monotonic()
+    try:
+        with console.status("building the control plane") as status:
+
+            def progress(line: str) -> None:
+                console.log(line)
+                status.update(line)
+
+            target = build(progress=progress)
+    except BuildError as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+        sys.exit(1)
+    console.log(f"control-plane binaries in {target} ({time.monotonic() - started:.0f} s)")
+    print(target)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""Start and stop a real Kubernetes control plane on loopback.
+
+``ControlPlane.start()`` runs, in order, each waited for before the next:
+
+1. etcd, on a temporary data directory without fsync (its durability is not what is tested);
+2. kube-apiserver: TLS with a self-signed CA, bearer-token authentication, RBAC authorization,
+   service-account signing keys (:mod:`gangq.controlplane.pki`);
+3. kube-controller-manager with the controllers a batch cluster needs (Jobs, garbage collection,
+   namespaces, service accounts and their tokens, TTL after finished, pod GC, endpoint slices) and
+   no node lifecycle (kwok's nodes have no kubelet heartbeat to judge them by);
+4. kube-scheduler;
+5. the nodes of ``--nodes`` (the emulated sandbox's syntax and default), created through the API
+   with kwok's annotation, and kwok managing them with gangq's Stages (:mod:`gangq.controlplane.kwok`).
+
+Every process logs to a file of the working directory; a component that exits or does not become
+ready in time stops the whole control plane with an error naming it and the end of its log.
+``stop()`` terminates every process it started (SIGTERM, then SIGKILL) and removes the working
+directory unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gangq.controlplane import kwok
+from gangq.controlplane.build import BuildError, bin_dir, build, missing
+from gangq.controlplane.pki import Pki
+
+log = logging.getLogger(__name__)
+
+SERVICE_CIDR = "10.0.0.0/24"
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
+    "endpointslice-controller",
+)
+READY_TIMEOUT = 90.0
+
+
+class ControlPlaneError(RuntimeError):
+    """A component is missing, died, or did not become ready."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class Process:
+    """One component: its command line, log file and process."""
+
+    def __init__(self, name: str, argv: list[str], logfile: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.logfile = logfile
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.logfile.open("ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+
+    def check(self) -> None:
+        if self.popen is not None and self.popen.poll() is not None:
+            raise ControlPlaneError(
+                f"{self.name} exited with code {self.popen.returncode}; "
+                f"the end of {self.logfile}:\n{_tail(self.logfile)}"
+            )
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(5)
+
+
+class ControlPlane:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        nodes: str | None = None,
+        workdir: Path | None = None,
+        keep_workdir: bool = False,
+        announce: Callable[[str], None] | None = None,
+        extra_apiserver_args: Iterable[str] = (),
+        audit: bool = False,
+    ) -> None:
+        self.port = port or free_port()
+        self.nodes = nodes
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gangq-control-plane."))
+        self.keep_workdir = keep_workdir
+        self.announce = announce or log.info
+        self.extra_apiserver_args = list(extra_apiserver_args)
+        # kube-apiserver's audit log (JSON lines, Metadata level): who did what, for the tests of
+        # the controller's rights and for counting API writes per workload.
+        self.audit_log: Path | None = self.workdir / "audit.log" if audit else None
+        self.pki = Pki(self.workdir / "pki")
+        self.processes: list[Process] = []
+        self.bin: Path = bin_dir()
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    # -- kubeconfigs ---------------------------------------------------------------------------
+    def kubeconfig(self, who: str = "admin", path: Path | None = None) -> Path:
+        """A kubeconfig for ``who`` (admin, controller, ...), written in the working directory
+        unless ``path`` says where."""
+        return self.pki.kubeconfig(path or self.workdir / f"{who}.kubeconfig", self.url, who)
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin / "kubectl"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self, *, build_missing: bool = True) -> None:
+        try:
+            self._start(build_missing)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, build_missing: bool) -> None:
+        if missing(self.bin):
+            if not build_missing:
+                raise ControlPlaneError(
+                    f"control-plane binaries missing in {self.bin}: {', '.join(missing(self.bin))} "
+                    "(build them with: gangq sandbox build-control-plane)"
+                )
+            try:
+                self.bin = build(progress=self.announce)
+            except BuildError as err:
+                raise ControlPlaneError(str(err)) from err
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pki.write()
+        etcd_port, peer_port = free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self.announce(f"starting etcd on {etcd_url}")
+        self._run("etcd", [
+            "--name=gangq", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=gangq=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=8589934592",
+        ])
+        self._wait("etcd", lambda: self._http_ok(f"{etcd_url}/health"))
+        self.announce(f"starting kube-apiserver on {self.url}")
+        self._run("kube-apiserver", [
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+            f"--tls-cert-file={self.pki.serving_cert}", f"--tls-private-key-file={self.pki.serving_key}",
+            f"--token-auth-file={self.pki.token_file}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={self.pki.sa_pub}",
+            f"--service-account-signing-key-file={self.pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            "--allow-privileged=true", "--profiling=false",
+            *self._audit_args(),
+            *self.extra_apiserver_args,
+        ])
+        self._wait("kube-apiserver", self._apiserver_ready)
+        self.announce("starting kube-controller-manager and kube-scheduler")
+        self._run("kube-controller-manager", [
+            f"--kubeconfig={self.kubeconfig('controller-manager')}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={self.pki.sa_key}",
+            f"--root-ca-file={self.pki.ca_cert}",
+            "--use-service-account-credentials=false",
+            "--leader-elect=false", "--secure-port=0",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ])
+        self._run("kube-scheduler", [
+            f"--kubeconfig={self.kubeconfig('scheduler')}",
+            "--leader-elect=false", "--secure-port=0",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ])
+        self._create_nodes()
+        self.announce("starting kwok")
+        config = self.workdir / "kwok.yaml"
+        config.write_text(kwok.stages())
+        self._run("kwok", [
+            f"--kubeconfig={self.kubeconfig('kwok')}",
+            f"--config={config}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}={kwok.NODE_ANNOTATION_VALUE}",
+            "--node-lease-duration-seconds=0",
+            "--server-address=",
+        ])
+        self._wait("kube-scheduler and the default ServiceAccount", self._default_service_account)
+        self.announce(f"control plane ready: {self.url} ({self.server_version()})")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            try:
+                process.stop()
+            except OSError as err:  # already gone
+                log.debug("stopping %s: %s", process.name, err)
+        self.processes.clear()
+        if self._own_workdir and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def check(self) -> None:
+        """Raise :class:`ControlPlaneError` if a component has exited."""
+        for process in self.processes:
+            process.check()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _audit_args(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata"}],
+        }))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+                "--audit-log-mode=blocking", "--audit-log-maxbackup=0", "--audit-log-maxsize=0"]
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every event of the audit log so far (empty without ``audit=True``)."""
+        if self.audit_log is None or not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+
+    def _run(self, name: str, args: list[str]) -> Process:
+        process = Process(name, [str(self.bin / name), *args], self.workdir / f"{name}.log")
+        process.start()
+        self.processes.append(process)
+        return process
+
+    def _wait(self, what: str, ready: Callable[[], bool], timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {p.name}:\n{_tail(p.logfile, 8)}" for p in self.processes)
+                raise ControlPlaneError(f"{what} not ready after {timeout:.0f} s\n{logs}")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> Any:
+        """One API request as ``who``; returns the decoded JSON body. Raises urllib's HTTPError."""
+        context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.pki.identities[who].token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+            text = resp.read()
+        return json.loads(text) if text else None
+
+    def _apiserver_ready(self) -> bool:
+        try:
+            self.request("GET", "/readyz")
+        except (urllib.error.URLError, OSError, json.JSONDecodeError):
+            return False
+        return True
+
+    def _default_service_account(self) -> bool:
+        try:
+            self.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
+        except (urllib.error.URLError, OSError):
+            return False
+        return True
+
+    def server_version(self) -> str:
+        return str(self.request("GET", "/version").get("gitVersion", "?"))
+
+    def _create_nodes(self) -> None:
+        from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
+
+        specs = parse_node_spec(self.nodes or DEFAULT_NODE_SPEC)
+        self.announce(f"creating {len(specs)} kwok nodes")
+        for node in specs:
+            node["metadata"].setdefault("annotations", {})[kwok.NODE_ANNOTATION] = kwok.NODE_ANNOTATION_VALUE
+            status = node.pop("status", None)
+            created = self.request("POST", "/api/v1/nodes", node)
+            if status is not None:
+                created["status"] = status
+                self.request("PUT", f"/api/v1/nodes/{node['metadata']['name']}/status", created)
+
+    def apply(self, documents: Iterable[dict[str, Any]], *, who: str = "admin") -> None:
+        """``kubectl apply --server-side`` of ``documents`` as ``who``."""
+        text = yaml.safe_dump_all(list(documents))
+        done = subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig(who)}", "apply", "--server-side",
+             "--force-conflicts", "-f", "-"],
+            input=text, capture_output=True, text=True, env={**os.environ, "KUBECONFIG": ""},
+        )
+        if done.returncode != 0:
+            raise ControlPlaneError(f"kubectl apply failed: {done.stderr.strip()}")

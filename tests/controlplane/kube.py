@@ -1,0 +1,79 @@
+"""kubectl and REST helpers for the real-control-plane tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from gangq.controlplane.launcher import ControlPlane
+
+
+def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:
+    """Run the pinned kubectl as ``who``; ``input`` (documents or text) goes to stdin."""
+    text = input if input is None or isinstance(input, str) else yaml.safe_dump_all(list(input))
+    done = subprocess.run(
+        [str(cp.kubectl), f"--kubeconfig={cp.kubeconfig(who)}", *args],
+        input=text, capture_output=True, text=True, env={**os.environ, "KUBECONFIG": ""}, timeout=60,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout if done.returncode == 0 else done.stderr
+
+
+def get(cp: ControlPlane, path: str, who: str = "admin") -> Any:
+    try:
+        return cp.request("GET", path, who=who)
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def namespace(cp: ControlPlane, name: str) -> str:
+    kubectl(cp, "create", "namespace", name)
+    wait_for(lambda: get(cp, f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30, f"{name}'s default SA")
+    return name
+
+
+def job(name: str, *, pods: int = 2, annotations: dict[str, str] | None = None, backoff_limit: int = 0,
+        requests: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": backoff_limit,
+            "template": {
+                "metadata": {"annotations": annotations or {}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox",
+                                    "resources": {"requests": requests or {"cpu": "1"}}}],
+                },
+            },
+        },
+    }
+
+
+def json_out(text: str) -> Any:
+    return json.loads(text)

@@ -1,0 +1,86 @@
+"""The real control plane itself: what gangq's real-control-plane tier relies on."""
+
+from __future__ import annotations
+
+import datetime
+
+from gangq.controlplane.build import KUBERNETES_VERSION
+from gangq.controlplane.launcher import ControlPlane
+from tests.controlplane.kube import get, job, json_out, kubectl, namespace, wait_for
+
+
+def _time(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_kubectl_shows_the_pinned_server_version(control_plane: ControlPlane) -> None:
+    version = json_out(kubectl(control_plane, "version", "-o", "json"))
+    assert version["serverVersion"]["gitVersion"] == KUBERNETES_VERSION
+
+
+def test_nodes_of_the_spec_are_ready_with_their_capacity(control_plane: ControlPlane) -> None:
+    nodes = get(control_plane, "/api/v1/nodes")["items"]
+    assert len(nodes) == 4
+    for node in nodes:
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True"
+
+
+def test_job_pods_are_bound_by_the_scheduler_and_follow_the_sandbox_annotations(control_plane: ControlPlane) -> None:
+    ns = namespace(control_plane, "annotations")
+    annotations = {"sandbox.gangq.io/start-delay-seconds": "1", "sandbox.gangq.io/run-seconds": "2"}
+    kubectl(control_plane, "apply", "-n", ns, "-f", "-", input=[job("ok", annotations=annotations)])
+    done = wait_for(lambda: (j := get(control_plane, f"/apis/batch/v1/namespaces/{ns}/jobs/ok"))
+                    and j.get("status", {}).get("succeeded") == 2 and j, 60, "the Job to succeed")
+    assert any(c["type"] == "Complete" and c["status"] == "True" for c in done["status"]["conditions"])
+    pods = get(control_plane, f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dok")["items"]
+    node_names = {n["metadata"]["name"] for n in get(control_plane, "/api/v1/nodes")["items"]}
+    for pod in pods:
+        assert pod["spec"]["nodeName"] in node_names  # bound by kube-scheduler
+        assert pod["status"]["phase"] == "Succeeded"
+        state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert state["exitCode"] == 0
+        scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        # ran for run-seconds after it started, start-delay after it was bound
+        assert (_time(state["finishedAt"]) - _time(pod["status"]["startTime"])).total_seconds() >= 1.5
+        assert (_time(pod["status"]["startTime"]) - _time(scheduled["lastTransitionTime"])).total_seconds() >= 0.5
+
+
+def test_a_non_zero_exit_code_fails_the_pod_and_the_job(control_plane: ControlPlane) -> None:
+    ns = namespace(control_plane, "exitcode")
+    annotations = {"sandbox.gangq.io/run-seconds": "0.5", "sandbox.gangq.io/exit-code": "3"}
+    kubectl(control_plane, "apply", "-n", ns, "-f", "-", input=[job("bad", pods=1, annotations=annotations)])
+    failed = wait_for(lambda: (j := get(control_plane, f"/apis/batch/v1/namespaces/{ns}/jobs/bad"))
+                      and any(c["type"] == "Failed" and c["status"] == "True"
+                              for c in j.get("status", {}).get("conditions", [])) and j, 60, "the Job to fail")
+    assert failed["status"]["failed"] == 1
+    (pod,) = get(control_plane, f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dbad")["items"]
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_a_pod_that_runs_forever_stays_running_until_deleted(control_plane: ControlPlane) -> None:
+    ns = namespace(control_plane, "forever")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "annotations": {"sandbox.gangq.io/run-seconds": "-1"}},
+           "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    kubectl(control_plane, "apply", "-n", ns, "-f", "-", input=[pod])
+    wait_for(lambda: (p := get(control_plane, f"/api/v1/namespaces/{ns}/pods/p"))
+             and p["status"].get("phase") == "Running", 30, "the pod to run")
+    import time
+
+    time.sleep(2.5)  # past the default run time of 1 s
+    assert get(control_plane, f"/api/v1/namespaces/{ns}/pods/p")["status"]["phase"] == "Running"
+    kubectl(control_plane, "delete", "-n", ns, "pod", "p", "--wait=false")
+    wait_for(lambda: get(control_plane, f"/api/v1/namespaces/{ns}/pods/p") is None, 30, "the pod to be removed")
+
+
+def test_deleting_a_job_deletes_its_pods_through_the_garbage_collector(control_plane: ControlPlane) -> None:
+    ns = namespace(control_plane, "cascade")
+    annotations = {"sandbox.gangq.io/run-seconds": "-1"}
+    kubectl(control_plane, "apply", "-n", ns, "-f", "-", input=[job("long", annotations=annotations)])
+    pods = f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dlong"
+    wait_for(lambda: len(get(control_plane, pods)["items"]) == 2, 30, "the Job's pods")
+    kubectl(control_plane, "delete", "-n", ns, "job", "long", "--cascade=background", "--wait=false")
+    wait_for(lambda: not get(control_plane, pods)["items"], 60, "the garbage collector to delete the pods")
