@@ -22,6 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from gangq.sandbox.builtin import ResourceInfo
+from gangq.sandbox.errors import ApiError
 from gangq.sandbox.jobcontroller import (
     TRACKING_FINALIZER,
     JobSpecError,
@@ -37,7 +39,7 @@ from gangq.sandbox.scheduler import (
     is_gated,
     needs_scheduling,
 )
-from gangq.sandbox.store import ApiError, ResourceInfo, Store
+from gangq.sandbox.store import Store
 
 __all__ = ["KubeletConfig", "SimulatedCluster", "WorkQueue"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gangq.sandbox.store import ApiError
+from gangq.sandbox.errors import ApiError
 
 log = logging.getLogger(__name__)
 

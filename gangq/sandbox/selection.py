@@ -30,6 +30,7 @@ __all__ = [
     "field_selector_allowed",
     "field_value",
     "label_selector_from_object",
+    "matches",
     "parse_field_selector",
     "parse_label_selector",
 ]
@@ -556,3 +557,10 @@ def parse_field_selector(
             raise SelectorError(f'field label not supported: {field} (for kind {kind}: "{s}")')
         reqs.append(FieldRequirement(field, value, negate))
     return FieldSelectorMatcher(reqs)
+
+
+def matches(lm: LabelSelectorMatcher | None, fm: FieldSelectorMatcher | None, obj: Mapping[str, Any]) -> bool:
+    """Whether an object is selected by a parsed label selector and a parsed field selector (None: any)."""
+    if lm is not None and not lm.matches((obj.get("metadata") or {}).get("labels") or {}):
+        return False
+    return fm is None or fm.matches(obj)

@@ -21,8 +21,11 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from gangq.sandbox.builtin import ResourceInfo
+from gangq.sandbox.errors import ApiError, bad_request
 from gangq.sandbox.faults import Faults, FaultsError
-from gangq.sandbox.store import APPLY, ApiError, ResourceInfo, Store, WatchEvent, bad_request
+from gangq.sandbox.store import APPLY, Store
+from gangq.sandbox.watch import WatchEvent
 
 __all__ = ["API_KEY", "KUBE_VERSION", "ApiServer", "make_app"]
 
@@ -418,8 +421,8 @@ class ApiServer:
             grace = opts.get("gracePeriodSeconds")
             if grace is None:
                 grace = _int_param(q, "gracePeriodSeconds")
-            e = store._delete(info, ns, name, policy, None if grace is None else int(grace),
-                              opts.get("preconditions"))
+            e = store.delete_entry(info, ns, name, policy, None if grace is None else int(grace),
+                                   opts.get("preconditions"))
             return web.Response(body=e.raw.encode(), content_type=_JSON)
         if verb == "deletecollection":
             lst = store.list(g, p, ns, label_selector=q.get("labelSelector"), field_selector=q.get("fieldSelector"))
