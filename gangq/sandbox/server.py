@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from gangq.sandbox import schema, tables
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import ApiError, bad_request
 from gangq.sandbox.faults import Faults, FaultsError
@@ -322,12 +323,10 @@ class ApiServer:
 
     def _table(self, request: web.Request, info: ResourceInfo, objs: list[dict[str, Any]],
                rv: str | None, cont: str | None) -> dict[str, Any]:
-        from gangq.sandbox import schema
-
         include = request.query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
             raise bad_request(f"includeObject {include!r} must be one of None, Metadata, Object")
-        return schema.table_for(objs, info.kind, info.printer_columns, custom=info.custom, include_object=include,
+        return tables.table_for(objs, info.kind, info.printer_columns, custom=info.custom, include_object=include,
                                 resource_version=rv, continue_token=cont)
 
     async def _dispatch(self, request: web.Request, route: _Route, verb: str) -> web.Response:
@@ -615,8 +614,6 @@ def _strict_check(info: ResourceInfo, body: Any, q: Any) -> None:
     """fieldValidation=Strict on a custom resource: unknown fields are a 400, as in Kubernetes."""
     if q.get("fieldValidation") != "Strict" or not info.custom or info.schema is None or not isinstance(body, dict):
         return
-    from gangq.sandbox import schema
-
     unknown = _unknown_fields(body, schema.prune(body, info.schema))
     if unknown:
         detail = ", ".join(f'unknown field "{u}"' for u in unknown)

@@ -10,21 +10,16 @@ from typing import Any
 
 import pytest
 
+from gangq.sandbox.jsonpath import JSONPathError, jsonpath_error, jsonpath_first
 from gangq.sandbox.schema import (
-    JSONPathError,
     SchemaError,
     apply_defaults,
-    builtin_table,
     error_cause_reason,
-    human_duration,
     invalid_status,
-    jsonpath_error,
-    jsonpath_first,
-    printer_columns_table,
     prune,
-    table_for,
     validate,
 )
+from gangq.sandbox.tables import builtin_table, human_duration, printer_columns_table, table_for
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC).timestamp()
 
