@@ -202,3 +202,39 @@ def test_counters_of_a_new_queue_start_at_zero(m: GangqMetrics) -> None:
     assert val(m, "gangq_preempted_workloads_total", preempting_cluster_queue="b", reason="InClusterQueue") == 0
     assert val(m, "gangq_admitted_workloads_total", cluster_queue="b") == 0
     assert val(m, "gangq_finished_workloads_total", cluster_queue="a") == 0
+
+
+def test_controller_summary_reads_the_registry_and_a_scraped_page_alike(m: GangqMetrics) -> None:
+    """The controller's stop log reads its registry, the Kueue baseline benchmark its /metrics page."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gangq.observability.metrics import controller_summary
+
+    m.observe_cycle(0.002, 3)
+    m.observe_cycle(0.004, 1)
+    m.admitted_workloads_total.labels("a").inc(3)
+    m.admitted_workloads_total.labels("b").inc()
+    m.evicted_workloads_total.labels("a", "Preempted").inc()
+    m.api_request("patch", "jobsets", 200)
+    m.api_request("patch", "jobsets", 409)
+    m.api_request("post", "events", 201)
+    m.api_request("get", "jobsets", 200)  # a read: not a write
+    m.workload_status_writes_total.labels("Finished").inc(2)
+    m.event_queue_wait_seconds.observe(0.010)
+    m.event_queue_wait_seconds.observe(0.030)
+    m.gc_pause_seconds_total.labels("2").inc(0.5)
+
+    summary = controller_summary(m.registry.collect())
+    assert summary["cycles"] == 2
+    assert summary["admissions"] == 4
+    assert summary["evictions"] == 1
+    assert summary["api_writes"] == {"patch jobsets": 2, "post events": 1}
+    assert summary["workload_status_writes"] == {"Finished": 2}
+    assert summary["mean_ms"]["event_queue_wait"] == pytest.approx(20.0)
+    assert summary["mean_ms"]["scheduling_cycle"] == pytest.approx(3.0)
+    assert summary["mean_ms"]["admission_patch"] is None  # nothing observed
+    assert summary["admissions_per_cycle"] == pytest.approx(2.0)
+    assert summary["gc_seconds_by_generation"] == {"2": 0.5}
+    scraped = controller_summary(text_string_to_metric_families(generate_latest(m.registry).decode()))
+    assert scraped == summary
