@@ -390,10 +390,6 @@ class SchedulerState:
             return ScheduleResult(None, message)
         return ScheduleResult(best.name, "")
 
-    def assigned_node(self, pod_uid: str) -> str | None:
-        entry = self._assigned.get(pod_uid)
-        return entry[0] if entry else None
-
 
 def _pod_key(pod: dict) -> str:
     meta = pod.get("metadata") or {}

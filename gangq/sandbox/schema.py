@@ -6,7 +6,7 @@
 * ``apply_defaults`` fills ``default`` values top-down (a default object receives its own nested
   defaults) and, like the real server, drops ``null`` values of non-nullable fields first.
 * ``validate`` returns ``(field path, message)`` pairs worded like the kube-apiserver's;
-  ``error_cause_reason`` and ``invalid_status`` turn them into a 422 Status.
+  ``error_cause_reason`` gives the 422 Status cause's reason for each.
 
 Everything is pure: inputs are never mutated.
 """
@@ -26,31 +26,11 @@ from gangq.sandbox.patching import copy_json
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SchemaError",
     "apply_defaults",
     "error_cause_reason",
-    "invalid_status",
     "prune",
     "validate",
 ]
-
-
-class SchemaError(Exception):
-    """An object that does not satisfy its schema (the API server answers 422 Invalid)."""
-
-    def __init__(self, field: str, message: str, errors: list[tuple[str, str]] | None = None) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.message = message
-        self.errors: list[tuple[str, str]] = errors if errors is not None else [(field, message)]
-
-    @classmethod
-    def from_errors(cls, errors: list[tuple[str, str]]) -> SchemaError:
-        """One exception carrying every ``validate`` error (the first one as ``field``/``message``)."""
-        if not errors:
-            raise ValueError("SchemaError.from_errors needs at least one error")
-        field, message = errors[0]
-        return cls(field, message, list(errors))
 
 
 _ROOT_KEYS: Final = ("apiVersion", "kind", "metadata")
@@ -434,27 +414,3 @@ def error_cause_reason(message: str) -> str:
         if message.startswith(prefix):
             return reason
     return "FieldValueInvalid"
-
-
-def invalid_status(kind: str, group: str, name: str, errors: list[tuple[str, str]]) -> dict[str, Any]:
-    """A ``kind: Status`` 422 Invalid body for ``validate`` errors, as the apiserver builds it."""
-    qualified = f"{kind}.{group}" if group else kind
-    parts = [f"{field}: {msg}" if field else msg for field, msg in errors]
-    joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    details: dict[str, Any] = {
-        "name": name,
-        "kind": kind,
-        "causes": [{"reason": error_cause_reason(msg), "message": msg, "field": field} for field, msg in errors],
-    }
-    if group:
-        details["group"] = group
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f'{qualified} "{name}" is invalid: {joined}',
-        "reason": "Invalid",
-        "details": details,
-        "code": 422,
-    }

@@ -143,11 +143,6 @@ class LabelSelectorMatcher:
         self.requirements: tuple[LabelRequirement, ...] = tuple(requirements)
         self.nothing = nothing
 
-    @property
-    def empty(self) -> bool:
-        """True if this selector matches every object."""
-        return not self.requirements and not self.nothing
-
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         if self.nothing:
             return False
@@ -157,11 +152,6 @@ class LabelSelectorMatcher:
             if not req.matches(labels):
                 return False
         return True
-
-    def matches_object(self, obj: Mapping[str, Any]) -> bool:
-        """Match ``obj['metadata']['labels']``."""
-        meta = obj.get("metadata") or {}
-        return self.matches(meta.get("labels") or {})
 
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
@@ -458,27 +448,11 @@ class FieldSelectorMatcher:
     def __init__(self, requirements: Iterable[FieldRequirement] = ()) -> None:
         self.requirements: tuple[FieldRequirement, ...] = tuple(requirements)
 
-    @property
-    def empty(self) -> bool:
-        return not self.requirements
-
     def matches(self, obj: Mapping[str, Any]) -> bool:
         for req in self.requirements:
             if not req.matches(obj):
                 return False
         return True
-
-    @property
-    def fields(self) -> list[str]:
-        """The field names this selector constrains, in order (for allow-list checks)."""
-        return [req.field for req in self.requirements]
-
-    def value_for(self, field: str) -> str | None:
-        """The value required by an ``=`` requirement on ``field`` (for indexed lookups), else None."""
-        for req in self.requirements:
-            if req.field == field and not req.negate:
-                return req.value
-        return None
 
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)

@@ -49,15 +49,6 @@ DEFAULT_WATCH_TIMEOUT = 1800.0
 _LIVENESS_CHECK = 5.0  # seconds between checks that a quiet watch's client is still connected
 
 
-def _status_ok(info: ResourceInfo, name: str, uid: str | None) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": info.plural}
-    if info.group:
-        details["group"] = info.group
-    if uid:
-        details["uid"] = uid
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-
-
 def _truthy(v: str | None) -> bool:
     return v is not None and v.lower() in ("1", "true", "yes")
 
@@ -97,7 +88,6 @@ class ApiServer:
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval if bookmark_interval is not None else store.bookmark_interval
         self.watch_timeout = watch_timeout
-        self._active_watches: set[asyncio.Task[Any]] = set()
         self._disc_cache: dict[str, tuple[int, bytes]] = {}
         self._instance = uuid.uuid4().hex[:12]  # in OpenAPI hashes: no client cache outlives this server
 

@@ -151,10 +151,6 @@ class Watch:
         if w is not None and not w.done():
             w.set_result(None)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed and not self._q
-
     def close(self) -> None:
         """Stop the watch (idempotent); pending events are dropped."""
         self._cache.unregister(self)

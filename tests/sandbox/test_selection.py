@@ -14,6 +14,7 @@ from gangq.sandbox.selection import (
     field_selector_allowed,
     field_value,
     label_selector_from_object,
+    matches,
     parse_field_selector,
     parse_label_selector,
 )
@@ -67,15 +68,15 @@ def test_label_selector_matches(selector: str, labels: dict[str, str], expected:
 def test_label_selector_none_and_empty_select_everything() -> None:
     for sel in (None, "", "   "):
         matcher = parse_label_selector(sel)
-        assert matcher.empty
+        assert matcher.requirements == () and not matcher.nothing
         assert matcher.matches({}) and matcher.matches(LABELS)
 
 
 def test_label_selector_matches_object_metadata() -> None:
     matcher = parse_label_selector("app=x")
-    assert matcher.matches_object({"metadata": {"labels": {"app": "x"}}})
-    assert not matcher.matches_object({"metadata": {}})
-    assert not matcher.matches_object({})
+    assert matches(matcher, None, {"metadata": {"labels": {"app": "x"}}})
+    assert not matches(matcher, None, {"metadata": {}})
+    assert not matches(matcher, None, {})
 
 
 @pytest.mark.parametrize(
@@ -225,8 +226,7 @@ def test_field_selector_matches(selector: str, obj: dict[str, Any], expected: bo
 def test_field_selector_escapes() -> None:
     matcher = parse_field_selector(r"metadata.name=a\,b\=c\\d")
     assert matcher.matches({"metadata": {"name": "a,b=c\\d"}})
-    assert matcher.fields == ["metadata.name"]
-    assert matcher.value_for("metadata.name") == "a,b=c\\d"
+    assert [(r.field, r.value, r.negate) for r in matcher.requirements] == [("metadata.name", "a,b=c\\d", False)]
 
 
 @pytest.mark.parametrize(
