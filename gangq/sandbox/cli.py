@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -44,13 +43,14 @@ def up_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Run the sandbox in the foreground until Ctrl-C."""
+    from gangq.gc_tuning import tune_gc
     from gangq.sandbox.nodespec import NodeSpecError
     from gangq.sandbox.runtime import up
 
     # The store keeps every object (and its JSON text) for the server's lifetime: with CPython's
-    # default thresholds the cyclic GC keeps re-scanning that heap (as in the controller, see
-    # gangq.gc_tuning). Young collections stay frequent; full ones become rare.
-    gc.set_threshold(50_000, 20, 10)
+    # default thresholds the cyclic GC keeps re-scanning that heap. The controller's thresholds
+    # (gangq.gc_tuning) keep young collections frequent and make full ones rare.
+    tune_gc()
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
