@@ -19,6 +19,7 @@ controller's resync.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from gangq.sandbox.builtin import ResourceInfo
@@ -208,9 +209,17 @@ class GarbageCollector:
         nm["finalizers"] = [f for f in nm["finalizers"] if f != FOREGROUND]
         self._store.update_entry(info, e, new, None)
 
-    # ------------------------------------------------------------------ namespaces
-    def delete_namespace(self, info: ResourceInfo, e: Entry) -> Entry:
-        """Mark a namespace Terminating, delete its contents; it goes once they are all gone."""
+    # ------------------------------------------------------------------ namespaces and CRDs
+    def _delete_with_contents(
+        self,
+        info: ResourceInfo,
+        e: Entry,
+        mark: Callable[[dict[str, Any]], None],
+        contents: Callable[[str], Iterator[tuple[ResourceInfo, str, str]]],
+        finish: Callable[[str], None],
+    ) -> Entry:
+        """Mark a container (namespace, CRD) deleted with `mark`, delete its `contents`, then `finish` it
+        (it goes once they are gone). Answers the container as it is after that."""
         store = self._store
         obj = e.obj
         name = obj["metadata"]["name"]
@@ -219,21 +228,33 @@ class GarbageCollector:
             new["metadata"] = nm = dict(obj["metadata"])
             nm["deletionTimestamp"] = now()
             nm["deletionGracePeriodSeconds"] = 0
-            new["status"] = {"phase": "Terminating"}
+            mark(new)
             e = store.commit_entry(info, "MODIFIED", "", name, new, obj)
             if store.dry_run:
                 return e
-            for rinfo in list(self._resources.values()):
-                if not rinfo.namespaced:
-                    continue
-                for oname in sorted(self._data[rinfo.key].get(name, {})):
-                    try:
-                        store.delete_entry(rinfo, name, oname, "Background", None)
-                    except ApiError:
-                        log.debug("namespace %s cleanup of %s failed", name, oname, exc_info=True)
-        self.finish_namespace(name)
+            for rinfo, ns, oname in contents(name):
+                try:
+                    store.delete_entry(rinfo, ns, oname, "Background", None)
+                except ApiError:
+                    log.debug("%s %s cleanup of %s failed", info.kind, name, oname, exc_info=True)
+        finish(name)
         cur = self._data[info.key].get("", {}).get(name)
         return cur if cur is not None else e
+
+    def delete_namespace(self, info: ResourceInfo, e: Entry) -> Entry:
+        """Mark a namespace Terminating, delete its contents; it goes once they are all gone."""
+
+        def terminating(ns: dict[str, Any]) -> None:
+            ns["status"] = {"phase": "Terminating"}
+
+        return self._delete_with_contents(info, e, terminating, self._namespace_contents, self.finish_namespace)
+
+    def _namespace_contents(self, ns: str) -> Iterator[tuple[ResourceInfo, str, str]]:
+        """The objects in namespace `ns`, resource by resource (each listed when it is reached)."""
+        for rinfo in list(self._resources.values()):
+            if rinfo.namespaced:
+                for oname in sorted(self._data[rinfo.key].get(ns, {})):
+                    yield rinfo, ns, oname
 
     def finish_namespace(self, ns: str) -> None:
         """Remove a Terminating namespace with no content and no finalizers left."""
@@ -251,32 +272,22 @@ class GarbageCollector:
         final["spec"] = {}
         self._store.remove_entry(info, "", ns, final, e.obj)
 
-    # ------------------------------------------------------------------ CRDs
     def delete_crd(self, info: ResourceInfo, e: Entry) -> Entry:
         """Mark a CRD deleted with the cleanup finalizer and delete its custom resources."""
-        store = self._store
-        obj = e.obj
-        name = obj["metadata"]["name"]
-        if not obj["metadata"].get("deletionTimestamp"):
-            new = dict(obj)
-            new["metadata"] = nm = dict(obj["metadata"])
-            nm["deletionTimestamp"] = now()
-            nm["deletionGracePeriodSeconds"] = 0
-            nm["finalizers"] = [*(nm.get("finalizers") or ()), CRD_CLEANUP]
-            e = store.commit_entry(info, "MODIFIED", "", name, new, obj)
-            if store.dry_run:
-                return e
-            key = next((k for k, v in self._crd_of.items() if v == name), None)
-            if key is not None:
-                rinfo = self._resources[key]
-                for ns, oname in [(ns, oname) for ns, d in self._data[key].items() for oname in d]:
-                    try:
-                        store.delete_entry(rinfo, ns, oname, "Background", None)
-                    except ApiError:
-                        log.debug("CRD %s cleanup of %s failed", name, oname, exc_info=True)
-        self._finish_crd(name)
-        cur = self._data[info.key].get("", {}).get(name)
-        return cur if cur is not None else e
+
+        def cleanup(crd: dict[str, Any]) -> None:
+            meta = crd["metadata"]
+            meta["finalizers"] = [*(meta.get("finalizers") or ()), CRD_CLEANUP]
+
+        return self._delete_with_contents(info, e, cleanup, self._crd_contents, self._finish_crd)
+
+    def _crd_contents(self, crd_name: str) -> Iterator[tuple[ResourceInfo, str, str]]:
+        """The custom resources a CRD serves."""
+        key = next((k for k, v in self._crd_of.items() if v == crd_name), None)
+        if key is None:
+            return
+        rinfo = self._resources[key]
+        yield from [(rinfo, ns, oname) for ns, d in self._data[key].items() for oname in d]
 
     def _finish_crd(self, crd_name: str) -> None:
         """Drop the cleanup finalizer of a CRD being deleted once none of its custom resources is left."""

@@ -13,7 +13,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import Any
 
 from gangq.sandbox.builtin import ResourceInfo
@@ -214,44 +214,51 @@ def _qualified_name_problem(key: str) -> str | None:
     return None
 
 
+def _label_value_problem(v: str) -> str | None:
+    if v and (len(v) > 63 or not _QNAME.match(v)):
+        return ("must be no more than 63 characters" if len(v) > 63 else
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+                "or '.', and must start and end with an alphanumeric character")
+    return None
+
+
+def _map_problems(
+    causes: list[tuple[str, str, str]],
+    mapping: Any,
+    field: str,
+    what: str,
+    value_problem: Callable[[str], str | None] | None,
+) -> int:
+    """Add the causes of a labels/annotations map (qualified-name keys, string values) to `causes`, in
+    the map's order; returns the size of its keys and string values."""
+    if not isinstance(mapping, dict):
+        causes.append((field, "FieldValueInvalid", "Invalid value: must be a map of strings"))
+        return 0
+    size = 0
+    for k, v in mapping.items():
+        why = _qualified_name_problem(k)
+        if why:
+            causes.append((field, "FieldValueInvalid", f'Invalid value: "{k}": {why}'))
+        if not isinstance(v, str):
+            causes.append((f"{field}.{k}", "FieldValueInvalid", f"Invalid value: {v!r}: {what} values must be strings"))
+            continue
+        size += len(k) + len(v)
+        bad = value_problem(v) if value_problem is not None else None
+        if bad:
+            causes.append((field, "FieldValueInvalid", f'Invalid value: "{v}": {bad}'))
+    return size
+
+
 def meta_problems(meta: dict[str, Any]) -> list[tuple[str, str, str]]:
     """422 causes for labels, annotations, finalizers and ownerReferences, as the apiserver reports them."""
     causes: list[tuple[str, str, str]] = []
     labels = meta.get("labels")
     if labels is not None:
-        if not isinstance(labels, dict):
-            causes.append(("metadata.labels", "FieldValueInvalid", "Invalid value: must be a map of strings"))
-        else:
-            for k, v in labels.items():
-                why = _qualified_name_problem(k)
-                if why:
-                    causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{k}": {why}'))
-                if not isinstance(v, str):
-                    causes.append((f"metadata.labels.{k}", "FieldValueInvalid",
-                                   f"Invalid value: {v!r}: label values must be strings"))
-                elif v and (len(v) > 63 or not _QNAME.match(v)):
-                    msg = ("must be no more than 63 characters" if len(v) > 63 else
-                           "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-                           "or '.', and must start and end with an alphanumeric character")
-                    causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": {msg}'))
+        _map_problems(causes, labels, "metadata.labels", "label", _label_value_problem)
     ann = meta.get("annotations")
-    if ann is not None:
-        if not isinstance(ann, dict):
-            causes.append(("metadata.annotations", "FieldValueInvalid", "Invalid value: must be a map of strings"))
-        else:
-            size = 0
-            for k, v in ann.items():
-                why = _qualified_name_problem(k)
-                if why:
-                    causes.append(("metadata.annotations", "FieldValueInvalid", f'Invalid value: "{k}": {why}'))
-                if not isinstance(v, str):
-                    causes.append((f"metadata.annotations.{k}", "FieldValueInvalid",
-                                   f"Invalid value: {v!r}: annotation values must be strings"))
-                else:
-                    size += len(k) + len(v)
-            if size > _MAX_ANNOTATIONS:
-                causes.append(("metadata.annotations", "FieldValueTooLong",
-                               f"Too long: must have at most {_MAX_ANNOTATIONS} bytes"))
+    if ann is not None and _map_problems(causes, ann, "metadata.annotations", "annotation", None) > _MAX_ANNOTATIONS:
+        causes.append(("metadata.annotations", "FieldValueTooLong",
+                       f"Too long: must have at most {_MAX_ANNOTATIONS} bytes"))
     fins = meta.get("finalizers")
     if fins is not None:
         if not isinstance(fins, list) or not all(isinstance(f, str) for f in fins):

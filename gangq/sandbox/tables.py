@@ -445,20 +445,8 @@ def _node_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, A
 
 
 def _namespace_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    cols = [
-        dict(_NAME_COLUMN),
-        _column("Status", description="The status of the namespace"),
-        _column("Age", description=_AGE_DESCRIPTION),
-    ]
-    rows = [
-        [
-            _meta(ns).get("name", ""),
-            (ns.get("status") or {}).get("phase") or "Active",
-            _age(_meta(ns).get("creationTimestamp"), now),
-        ]
-        for ns in objs
-    ]
-    return cols, rows
+    status = _column("Status", description="The status of the namespace")
+    return _name_age_rows(objs, now, [(status, lambda ns: (ns.get("status") or {}).get("phase") or "Active")])
 
 
 def _service_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
@@ -496,39 +484,16 @@ def _service_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str
 
 
 def _configmap_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    cols = [
-        dict(_NAME_COLUMN),
-        _column("Data", "integer", "Number of data entries."),
-        _column("Age", description=_AGE_DESCRIPTION),
-    ]
-    rows = [
-        [
-            _meta(cm).get("name", ""),
-            len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
-            _age(_meta(cm).get("creationTimestamp"), now),
-        ]
-        for cm in objs
-    ]
-    return cols, rows
+    data = _column("Data", "integer", "Number of data entries.")
+    return _name_age_rows(objs, now, [(data, lambda cm: len(cm.get("data") or {}) + len(cm.get("binaryData") or {}))])
 
 
 def _secret_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    cols = [
-        dict(_NAME_COLUMN),
-        _column("Type", description="The type of the secret."),
-        _column("Data", "integer", "Number of data entries."),
-        _column("Age", description=_AGE_DESCRIPTION),
-    ]
-    rows = [
-        [
-            _meta(s).get("name", ""),
-            s.get("type") or "Opaque",
-            len(s.get("data") or {}) + len(s.get("stringData") or {}),
-            _age(_meta(s).get("creationTimestamp"), now),
-        ]
-        for s in objs
-    ]
-    return cols, rows
+    return _name_age_rows(objs, now, [
+        (_column("Type", description="The type of the secret."), lambda s: s.get("type") or "Opaque"),
+        (_column("Data", "integer", "Number of data entries."),
+         lambda s: len(s.get("data") or {}) + len(s.get("stringData") or {})),
+    ])
 
 
 def _event_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
@@ -572,20 +537,8 @@ def _event_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, 
 
 
 def _lease_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    cols = [
-        dict(_NAME_COLUMN),
-        _column("Holder", description="The holder of the lease."),
-        _column("Age", description=_AGE_DESCRIPTION),
-    ]
-    rows = [
-        [
-            _meta(lease).get("name", ""),
-            (lease.get("spec") or {}).get("holderIdentity") or "",
-            _age(_meta(lease).get("creationTimestamp"), now),
-        ]
-        for lease in objs
-    ]
-    return cols, rows
+    holder = _column("Holder", description="The holder of the lease.")
+    return _name_age_rows(objs, now, [(holder, lambda lease: (lease.get("spec") or {}).get("holderIdentity") or "")])
 
 
 def _crd_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
@@ -595,8 +548,18 @@ def _crd_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, An
 
 
 def _generic_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    cols = [dict(_NAME_COLUMN), _column("Age", description=_AGE_DESCRIPTION)]
-    rows = [[_meta(o).get("name", ""), _age(_meta(o).get("creationTimestamp"), now)] for o in objs]
+    return _name_age_rows(objs, now, [])
+
+
+def _name_age_rows(
+    objs: list[dict[str, Any]], now: float, middle: list[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]]]
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """Columns NAME, then each (column, cell of an object) of `middle`, then AGE."""
+    cols = [dict(_NAME_COLUMN), *(col for col, _ in middle), _column("Age", description=_AGE_DESCRIPTION)]
+    rows = [
+        [_meta(o).get("name", ""), *(cell(o) for _, cell in middle), _age(_meta(o).get("creationTimestamp"), now)]
+        for o in objs
+    ]
     return cols, rows
 
 
