@@ -19,16 +19,18 @@ cpu·s used × 100 / (nominalQuota × wall), minimum; Kueue's measure), ``avg_ti
 per class (create → seen unsuspended), ``api_writes_per_workload`` (every write request the
 sandbox counted, minus the runner's own creates and status patches, over the number of
 workloads; ``writes_by_resource`` itemises them), ``controller_cpu_seconds`` and
-``controller_peak_rss_mb`` (from /proc of the controller process). Same-run baseline: the engine
-alone on the same workload in the simulator of issue 4 (``engine_alone``), plus Kueue's published
-means (``kueue``) and the ratios.
+``controller_peak_rss_mb`` (from /proc of the controller process), and ``controller_summary``: the
+controller's own account (cycles, admissions, evictions, writes, Workload status writes by state,
+mean latencies, GC time), read from its Prometheus ``/metrics`` endpoint just before it is stopped
+(:func:`gangq.observability.metrics.controller_summary`). Same-run baseline: the engine alone on the
+same workload in the simulator (``engine_alone``), plus Kueue's published means (``kueue``) and the
+ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import platform
@@ -46,9 +48,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from gangq.gc_tuning import tune_gc  # noqa: E402
+from gangq.observability.metrics import controller_summary  # noqa: E402
 from gangq.operator.install import apply_objects, install_crds, load_yaml  # noqa: E402
 from gangq.operator.kube import Credentials, KubeClient, resource_path  # noqa: E402
-from gangq.sandbox.runtime import Sandbox  # noqa: E402
+from gangq.sandbox.runtime import Sandbox, free_port  # noqa: E402
 
 CLASSES = (  # name, count per ClusterQueue, cpu, runtime (s), created every (s)
     ("small", 350, 1, 0.2, 0.1),
@@ -67,7 +73,7 @@ CONTROLLER_CONFIG: dict[str, Any] = {
     "podsReady": {"enable": False},  # no pods in this test
     "preemption": {"budget": 1},  # as the simulator's kueue-baseline scenario (docs/simulate.md)
     "api": {"qps": 2000, "burst": 4000},
-    "metricsPort": None,
+    "metricsPort": None,  # a free port, chosen when the controller starts
 }
 
 
@@ -318,7 +324,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help="controller configuration (merged over the benchmark's)")
     parser.add_argument("--profile", type=Path, help="run the controller under cProfile, writing this file")
     args = parser.parse_args()
-    gc.set_threshold(50_000, 20, 10)  # the runner holds 15,000 JobSets' records: as the controller does
+    tune_gc()  # the runner holds 15,000 JobSets' records: the controller's thresholds
 
     jobs, _ = plan(args.scale)
     baseline = engine_alone(args.scale)
@@ -327,6 +333,8 @@ def main() -> None:
     if args.config:
         for key, value in (yaml.safe_load(args.config.read_text()) or {}).items():
             config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    if config.get("metricsPort") is None:
+        config["metricsPort"] = free_port()
     (tmp / "config.yaml").write_text(yaml.safe_dump(config))
     sb = Sandbox(mode="subprocess", cluster=False, kubeconfig=tmp / "kubeconfig").start()
     controller: subprocess.Popen[bytes] | None = None
@@ -381,6 +389,8 @@ def main() -> None:
             last = total
             time.sleep(1.0)
         cpu_s, rss_mb = proc_stats(controller.pid)
+        with urllib.request.urlopen(f"http://127.0.0.1:{config['metricsPort']}/metrics") as r:
+            summary = controller_summary(text_string_to_metric_families(r.read().decode()))
         controller.send_signal(2)
         try:
             controller.wait(30)
@@ -393,12 +403,6 @@ def main() -> None:
         if controller is not None and controller.poll() is None:
             controller.kill()
         sb.stop()
-    summary = [
-        line
-        for line in (tmp / "controller.log").read_text(errors="replace").splitlines()
-        if "controller stopping:" in line
-    ]
-
     wall = max(runner.completed.values()) - min(runner.created.values())
     used: dict[str, float] = {}
     waits: dict[str, list[float]] = {c: [] for c, *_ in CLASSES}
@@ -431,9 +435,7 @@ def main() -> None:
         "writes_by_resource": by_resource,
         "failed_requests": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
         "runner_errors": runner.errors[:20],
-        # cycles, admissions, evictions, writes, Workload status writes by state, latencies (inbox wait,
-        # loop cycle, admission write) as the controller logs them when it stops
-        "controller_summary": summary[-1].split("controller stopping: ", 1)[-1] if summary else None,
+        "controller_summary": summary,
         "controller_config": config,
         "engine_alone": baseline,
         "kueue": KUEUE,

@@ -108,7 +108,6 @@ class JobSetController:
         self.queue: WorkQueue | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self.reconciles = 0
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -222,7 +221,6 @@ class JobSetController:
         subdomain = (spec.get("network") or {}).get("subdomain") or name
         anns = (obj.get("metadata") or {}).get("annotations") or {}
         cm = f"{ns}/{name}-mpi-hostfile"
-        self.reconciles += 1
         res = reconcile(obj, list(self.jobs.get(key, {}).values()), service_exists=f"{ns}/{subdomain}" in self.services,
                         configmap_exists=cm in self.configmaps if anns.get(c.FRAMEWORK_ANNOTATION) == "mpi" else True,
                         now=self.clock())
@@ -368,7 +366,7 @@ def register(registry: kopf.OperatorRegistry, *, client: Any = None, credentials
 
     ``client`` is a :class:`gangq.operator.kube.KubeClient` to share; without one the controller opens its own at
     startup from ``credentials`` (a :class:`gangq.operator.kube.Credentials`), else from $KUBECONFIG or the in-cluster
-    service account. Returns the controller (its cache and counters, for tests)."""
+    service account. Returns the controller (its cache, for tests)."""
     ctl = JobSetController(client=client, credentials=credentials, workers=workers)
     selector = {c.JOBSET_NAME_KEY: kopf.PRESENT}
 

@@ -266,9 +266,6 @@ class KubeClient:
     ) -> dict[str, Any]:
         return await self.request("PATCH", path, body=body, content_type=content_type, want_body=want_body)
 
-    async def delete(self, path: str) -> dict[str, Any]:
-        return await self.request("DELETE", path, body={"propagationPolicy": "Background"})
-
 
 def _resource_of(path: str) -> str:
     parts = [p for p in path.split("?")[0].split("/") if p]

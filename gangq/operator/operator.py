@@ -8,7 +8,7 @@
 3. start kopf through its embedding API (``kopf.operator``) with an ``OperatorRegistry`` that holds
    only ``@kopf.on.event`` handlers (no progress annotations, no finalizers: kopf writes nothing)
    feeding the controller's inbox — plus, with ``--jobset-controller embedded``, the JobSet
-   reconciler's handlers (``gangq.operator.jobset.register``);
+   reconciler's handlers (:func:`gangq.operator.jobset.register`);
 4. run the scheduling loop until stopped, the Lease is lost, or kopf exits.
 
 :class:`OperatorThread` runs the same in a background thread (tests, benchmarks, embedding).
@@ -23,14 +23,16 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import kopf
 
+from gangq.operator import jobset
 from gangq.operator.config import OperatorConfig
-from gangq.operator.controller import WATCHED, Controller
+from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.leader import LeaseElector
+from gangq.operator.translate import WATCHED
 
 log = logging.getLogger(__name__)
 
@@ -42,35 +44,22 @@ def default_identity() -> str:
 
 
 def build_registry(controller: Controller, credentials: Credentials) -> kopf.OperatorRegistry:
-    """A kopf registry whose handlers feed ``controller`` (event handlers only)."""
+    """A kopf registry whose handlers feed ``controller`` (event handlers only: one handler, registered
+    for every watched kind, that queues the raw event under the kind's plural)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> Any:
         return credentials.kopf_connection()
 
+    async def feed(event: kopf.RawEvent, resource: kopf.Resource, **_: Any) -> None:
+        obj = event.get("object")
+        if isinstance(obj, dict):
+            controller.enqueue(resource.plural, event.get("type"), cast(dict[str, Any], obj))
+
     for group, version, plural in WATCHED:
-
-        def make(plural: str) -> Callable[..., Any]:
-            async def feed(event: dict[str, Any], **_: Any) -> None:
-                obj = event.get("object")
-                if isinstance(obj, dict):
-                    controller.enqueue(plural, event.get("type"), obj)
-
-            return feed
-
-        kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(make(plural))
+        kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(feed)
     return registry
-
-
-def register_jobset_controller(
-    registry: kopf.OperatorRegistry, client: KubeClient | None = None, credentials: Credentials | None = None
-) -> Any:
-    """Add the embedded JobSet reconciler's handlers (``gangq.operator.jobset``, issue 6), sharing
-    the controller's client (its rate limit and request metrics)."""
-    from gangq.operator import jobset
-
-    return jobset.register(registry, client=client, credentials=credentials)
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -115,7 +104,7 @@ def event_handlers_only(registry: kopf.OperatorRegistry) -> bool:
     return True
 
 
-def kopf_settings(config: OperatorConfig, registry: kopf.OperatorRegistry | None = None) -> kopf.OperatorSettings:
+def kopf_settings(registry: kopf.OperatorRegistry | None = None) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     if registry is not None and event_handlers_only(registry):
         settings.persistence.diffbase_storage = _NoDiffBase()
@@ -128,7 +117,7 @@ def kopf_settings(config: OperatorConfig, registry: kopf.OperatorRegistry | None
 
 
 async def _attach_telemetry(controller: Controller, config: OperatorConfig) -> Any:
-    """Metrics and the visibility endpoint (issue 7, ``gangq.observability``) on the controller's loop;
+    """Metrics and the visibility endpoint (``gangq.observability``) on the controller's loop;
     returns the HTTP runner to clean up, or None when observability is off or not installed."""
     if config.metrics_port is None:
         return None
@@ -180,15 +169,15 @@ async def run_operator(
         http_runner = await _attach_telemetry(controller, config)
         await controller.recover()
         registry = build_registry(controller, credentials)
-        if jobset_controller == "embedded":
-            register_jobset_controller(registry, client, credentials)
+        if jobset_controller == "embedded":  # shares the controller's client: its rate limit and metrics
+            jobset.register(registry, client=client, credentials=credentials)
         kopf_stop = asyncio.Event()
         kopf_ready = asyncio.Event()
         namespaces = list(config.namespaces)
         kopf_task = asyncio.ensure_future(
             kopf.operator(
                 registry=registry,
-                settings=kopf_settings(config, registry),
+                settings=kopf_settings(registry),
                 standalone=True,  # leadership is the Lease's job
                 clusterwide=not namespaces,
                 namespaces=namespaces,

@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from gangq.operator.config import OperatorConfig, parse_config
-from gangq.operator.controller import jobset_terminal
 from gangq.operator.install import crd_documents
 from gangq.operator.kube import Credentials
 from gangq.operator.operator import OperatorThread
+from gangq.operator.translate import jobset_terminal
 from gangq.sandbox.runtime import Sandbox
 
 HERE = Path(__file__).parent

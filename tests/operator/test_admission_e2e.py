@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from gangq.sandbox.runtime import Sandbox
@@ -147,5 +148,17 @@ def test_metrics_and_readiness_are_served_when_observability_is_on(sandbox_facto
             assert 'verb="patch"' in text  # the controller's API requests are counted
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
                 assert r.status == 200
+        # The loop's own figures are Prometheus series too: one admission patch, the one status
+        # write of a gang that finished within the status window, events waited for in the inbox.
+        assert op.controller is not None and op.controller.telemetry is not None
+        registry = op.controller.telemetry.metrics.registry
+        wait_for(lambda: registry.get_sample_value("gangq_workload_status_writes_total", {"state": "Finished"}) == 1,
+                 10, "the Finished status write counted")
+        assert registry.get_sample_value("gangq_admission_patch_duration_seconds_count") == 1
+        assert registry.get_sample_value("gangq_admission_patch_wait_seconds_count") == 1
+        assert (registry.get_sample_value("gangq_event_queue_wait_seconds_count") or 0) > 0
+        assert (registry.get_sample_value("gangq_loop_cycle_duration_seconds_count") or 0) > 0
+        op.call(lambda: gc.collect(2))  # on the loop's thread: its collector callback times it
+        assert (registry.get_sample_value("gangq_gc_pause_seconds_total", {"generation": "2"}) or 0) > 0
     finally:
         op.stop()

@@ -83,7 +83,7 @@ def test_pod_priority_class_admits_newer_higher_priority_first(sandbox_factory: 
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 1000})
     op: OperatorThread = start_operator(sb)
     try:
-        wait_for(lambda: op.call(lambda: op.controller.priority_classes.get("urgent")) == 1000, 10,
+        wait_for(lambda: op.call(lambda: op.controller.gangs.priority_classes.get("urgent")) == 1000, 10,
                  "the controller to know PriorityClass urgent")
         with FakeJobSetRunner(sb, pods=False) as runner:
             apply(sb, [jobset("blocker", "q", run_seconds=1.0)])

@@ -1,0 +1,85 @@
+"""What the controller knows about one queued JobSet and its Workload object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gangq.core.decisions import Admission
+from gangq.operator.translate import resource_version, rfc3339, workload_name
+
+
+class Entry:
+    """One queued JobSet: its last object, the gang's state and the Workload status to write.
+
+    ``state`` is ``Pending``, ``Inadmissible`` (the JobSet is malformed), ``Admitted``,
+    ``Evicting`` (suspended, waiting for its pods to go) or ``Finished`` (forgotten once that
+    status is written).
+    """
+
+    __slots__ = (
+        "admission",
+        "cluster_queue",
+        "conditions",
+        "created",
+        "due",
+        "key",
+        "last_pending_write",
+        "last_written",
+        "lq",
+        "message",
+        "name",
+        "namespace",
+        "obj",
+        "pod_sets",
+        "reason",
+        "requeue",
+        "rv",
+        "sig",
+        "spec",
+        "state",
+        "status_queued",
+        "uid",
+        "wl_name",
+        "writing",
+    )
+
+    def __init__(self, key: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.key = key
+        self.namespace = str(meta.get("namespace") or "default")
+        self.name = str(meta.get("name"))
+        self.uid = str(meta.get("uid") or "")
+        self.obj = obj
+        self.rv = resource_version(obj)
+        self.sig: tuple[Any, ...] = ()
+        self.lq = ""
+        self.state = "Pending"
+        self.spec: Any = None  # WorkloadSpec
+        self.admission: Admission | None = None
+        self.cluster_queue: str | None = None
+        self.reason = "Pending"
+        self.message = "waiting for the first scheduling cycle"
+        self.requeue: dict[str, Any] | None = None
+        self.conditions: dict[str, dict[str, Any]] = {}
+        self.wl_name = workload_name(self.name)
+        self.created = False
+        self.due: float | None = None  # when the Workload status is next written (None: clean)
+        self.last_written: dict[str, Any] | None = None
+        self.last_pending_write = 0.0
+        self.pod_sets: list[dict[str, Any]] = []
+        self.writing = False  # a JobSet patch (admission or suspend) is in flight
+        self.status_queued = False  # a status writer is spawned and has not started yet
+
+    def condition(
+        self, ctype: str, status: bool, reason: str, message: str, now: float, *, only_if_present: bool = False
+    ) -> None:
+        """Set the Workload condition ``ctype``; its transition time moves only when its status does."""
+        old = self.conditions.get(ctype)
+        if old is None and only_if_present:
+            return
+        value = "True" if status else "False"
+        since = old["lastTransitionTime"] if old is not None and old["status"] == value else rfc3339(now)
+        self.conditions[ctype] = {
+            "type": ctype, "status": value, "reason": reason, "message": message[:32768],
+            "lastTransitionTime": since,
+        }

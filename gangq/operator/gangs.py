@@ -1,0 +1,356 @@
+"""The life of a queued JobSet: submitted as a gang, admitted, evicted, finished — in the engine, on
+its Workload's status, and as writes to the JobSet.
+
+Inputs are the JobSet's watch events (:meth:`Gangs.jobset_event`), its pods' progress, the
+engine's decisions (:meth:`Gangs.handle`) and the outcomes of our own JobSet patches
+(:meth:`Gangs.written`, :meth:`Gangs.admission_failed`). Everything runs on the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Final
+
+from gangq.api.workload import jobset_to_workload, queue_name
+from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
+from gangq.core.errors import SpecError
+from gangq.jobset import constants as js
+from gangq.operator.entry import Entry
+from gangq.operator.state import ControllerState
+from gangq.operator.status import ORDINARY_PENDING, Statuses
+from gangq.operator.translate import (
+    jobset_signature,
+    jobset_terminal,
+    quantity_text,
+    recorded_admission,
+    resource_version,
+    rfc3339,
+)
+from gangq.operator.writer import Writer
+
+log = logging.getLogger(__name__)
+
+FINISHED_REMEMBERED: Final = 200_000
+"""Uids of finished JobSets kept (oldest dropped first): a late event of a finished and forgotten
+JobSet must not queue it again."""
+
+
+class Gangs:
+    """The queued JobSets (``state.entries``), the pods of each gang, and the priority classes a
+    gang's priority is read from."""
+
+    def __init__(self, state: ControllerState, writer: Writer, statuses: Statuses) -> None:
+        self.state = state
+        self.writer = writer
+        self.statuses = statuses
+        self.finished: dict[str, None] = {}  # uids of finished JobSets already forgotten (FIFO)
+        self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
+        self.workload_priority_classes: dict[str, int] = {}
+        self.priority_classes: dict[str, int] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # Submission
+    # ------------------------------------------------------------------------------------------
+
+    def new_entry(self, key: str, obj: dict[str, Any]) -> Entry:
+        entry = Entry(key, obj)
+        self.state.entries[key] = entry
+        return entry
+
+    def submit(self, entry: Entry, now: float) -> bool:
+        """(Re)build the gang from the JobSet and queue it; a malformed JobSet is Inadmissible."""
+        obj = entry.obj
+        entry.lq = f"{entry.namespace}/{queue_name(obj)}"
+        entry.sig = jobset_signature(obj)
+        try:
+            spec = jobset_to_workload(
+                obj,
+                priority_classes=self.priority_classes,
+                workload_priority_classes=self.workload_priority_classes,
+            )
+        except SpecError as err:
+            if entry.spec is not None and entry.key in self.state.engine.workloads:
+                self.state.finish(entry.key, now)
+            entry.spec = None
+            entry.state = "Inadmissible"
+            entry.reason, entry.message = "InvalidSpec", str(err)
+            entry.condition("QuotaReserved", False, "InvalidSpec", str(err), now)
+            self.statuses.mark(entry, now, urgent=True)
+            return False
+        entry.spec = spec
+        entry.pod_sets = [
+            {"name": ps.name, "count": ps.count,
+             "requests": {r: quantity_text(r, v) for r, v in ps.requests.items()}}
+            for ps in spec.pod_sets
+        ]
+        if entry.state == "Inadmissible":
+            entry.state = "Pending"
+            entry.reason, entry.message = "Pending", "queued"
+        self.state.engine.submit(spec, now)
+        if entry.state == "Pending":
+            self.statuses.mark(entry, now, urgent=False)
+        return True
+
+    def retry_invalid(self, now: float) -> None:
+        """Resubmit the Inadmissible gangs (a priority class they named may exist now)."""
+        if not self.state.recovered.is_set():
+            return
+        for entry in list(self.state.entries.values()):
+            if entry.state == "Inadmissible":
+                self.submit(entry, now)
+
+    def restore(self, entry: Entry, now: float) -> bool:
+        """Put an admitted JobSet back into the engine with the ClusterQueue and flavors recorded
+        when it was admitted (its pods run with those flavors' labels)."""
+        recorded = recorded_admission(entry.obj)
+        spec = entry.spec
+        if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
+            return False
+        by_name = {
+            a.get("name"): a.get("flavors") or {}
+            for a in recorded.get("podSetAssignments") or []
+            if isinstance(a, dict)
+        }
+        flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+        admission, why = self.state.engine.restore(spec, recorded["clusterQueue"], flavors, now)
+        if admission is None:
+            log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
+            return False
+        self.mark_admitted(entry, admission, now)
+        return True
+
+    # ------------------------------------------------------------------------------------------
+    # JobSet events
+    # ------------------------------------------------------------------------------------------
+
+    def jobset_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        entry = self.state.entries.get(key)
+        if entry is not None and event_type != "DELETED":
+            uid = (obj.get("metadata") or {}).get("uid")
+            if uid and entry.uid and uid != entry.uid:  # deleted and recreated under the same name
+                self.forget(entry, now)
+                entry = None
+        if event_type == "DELETED":
+            if entry is not None and (not entry.uid or (obj.get("metadata") or {}).get("uid") in (None, entry.uid)):
+                self.forget(entry, now)
+            return
+        if not self.state.watched_namespace(obj):
+            return
+        if queue_name(obj) is None:
+            if entry is not None:  # the queue label was removed: no longer ours
+                self.forget(entry, now)
+            return
+        rv = resource_version(obj)
+        if entry is not None:
+            if rv and rv < entry.rv:
+                return
+            entry.obj = obj
+            entry.rv = rv
+        terminal = jobset_terminal(obj)
+        suspended = bool((obj.get("spec") or {}).get("suspend"))
+        if entry is None:
+            if terminal is not None or (obj.get("metadata") or {}).get("uid") in self.finished:
+                # Finished before we saw it (or before a restart), or a late event of one we finished
+                # and forgot: nothing to hold, nothing to write.
+                return
+            entry = self.new_entry(key, obj)
+            if not suspended:
+                # Arrived running without an admission: suspend it before any child exists.
+                self.writer.write_suspend(entry, restore=False)
+            self.submit(entry, now)
+            return
+        if entry.state == "Finished":
+            return
+        if terminal is not None:
+            self._finish(entry, terminal, now)
+            return
+        if entry.state in ("Pending", "Inadmissible"):
+            if not suspended and recorded_admission(obj) is None and not entry.writing:
+                self.writer.write_suspend(entry, restore=False)
+            if jobset_signature(obj) != entry.sig:
+                self.submit(entry, now)
+        elif entry.state == "Admitted":
+            if suspended and not entry.writing:
+                # Someone else suspended an admitted JobSet: give its quota back and requeue it.
+                log.info("JobSet %s was suspended from outside: requeueing it", key)
+                self.state.finish(key, now)
+                entry.state = "Pending"
+                entry.admission = None
+                entry.condition("Admitted", False, "Suspended", "the JobSet was suspended", now)
+                entry.condition("QuotaReserved", False, "Pending", "requeued after an outside suspend", now)
+                self.submit(entry, now)
+                self.statuses.mark(entry, now, urgent=True)
+        elif entry.state == "Evicting":
+            self.maybe_eviction_done(entry, now)
+
+    def forget(self, entry: Entry, now: float) -> None:
+        self.state.finish(entry.key, now)
+        self.state.entries.pop(entry.key, None)
+        entry.due = None
+
+    def _finish(self, entry: Entry, terminal: str, now: float) -> None:
+        self.state.finish(entry.key, now)
+        self.finished[entry.uid] = None
+        if len(self.finished) > FINISHED_REMEMBERED:
+            del self.finished[next(iter(self.finished))]
+        entry.state = "Finished"
+        reason = "Succeeded" if terminal == js.COND_COMPLETED else "Failed"
+        entry.condition("Finished", True, reason, f"JobSet {terminal}", now)
+        self.statuses.mark(entry, now, urgent=True)
+
+    # ------------------------------------------------------------------------------------------
+    # Pods of a gang
+    # ------------------------------------------------------------------------------------------
+
+    def pod_seen(self, gang: str, pod_key: str, *, gone: bool) -> None:
+        """A pod of ``gang`` came, changed or went: the gang's live pods (an evicted gang is stopped
+        when none is left)."""
+        pods = self.gang_pods.setdefault(gang, set())
+        if gone:
+            pods.discard(pod_key)
+        else:
+            pods.add(pod_key)
+        if not pods:
+            del self.gang_pods[gang]
+
+    def pods_changed(self, gang: str, now: float) -> None:
+        """The engine has the gang's pods as they are now: PodsReady, and the end of an eviction."""
+        entry = self.state.entries.get(gang)
+        if entry is None:
+            return
+        self._update_running(entry, now)
+        if entry.state == "Evicting":
+            self.maybe_eviction_done(entry, now)
+
+    def _update_running(self, entry: Entry, now: float) -> None:
+        if entry.state != "Admitted" or entry.spec is None:
+            return
+        running = 0
+        pods = self.state.engine.pods
+        for pod_key in self.gang_pods.get(entry.key, ()):
+            pod = pods.get(pod_key)
+            if pod is not None and pod.running:
+                running += 1
+        need = entry.spec.min_member or entry.spec.total_pods
+        ready = running >= need
+        current = entry.conditions.get("PodsReady", {}).get("status")
+        if ready and current != "True":
+            entry.condition("PodsReady", True, "PodsReady", f"{running} of {need} pods running", now)
+            metrics = self.state.metrics
+            if metrics is not None:
+                with contextlib.suppress(Exception):
+                    metrics.observe_pods_ready(entry.key, now)
+            self.statuses.mark(entry, now, urgent=True)
+
+    def maybe_eviction_done(self, entry: Entry, now: float) -> None:
+        """An evicted gang gives its quota back once the JobSet is suspended and its last pod is gone."""
+        if entry.writing or not (entry.obj.get("spec") or {}).get("suspend"):
+            return
+        if self.gang_pods.get(entry.key):
+            return
+        self.state.engine.eviction_done(entry.key, now)
+        entry.state = "Pending"
+        entry.admission = None
+        entry.cluster_queue = None
+        entry.condition("QuotaReserved", False, "Pending", "evicted; back in the queue", now)
+        view = self.state.engine.workload(entry.key)
+        if view is not None:
+            entry.reason, entry.message = view.reason or "Pending", view.message
+        self.statuses.mark(entry, now, urgent=True)
+
+    # ------------------------------------------------------------------------------------------
+    # Outcomes of our JobSet patches
+    # ------------------------------------------------------------------------------------------
+
+    def written(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """A JobSet patch of ours is answered (``obj["object"]``: the JobSet as patched, if any)."""
+        entry = self.state.entries.get(key)
+        if entry is None:
+            return
+        entry.writing = False
+        new = obj.get("object")
+        if new and resource_version(new) >= entry.rv:
+            entry.obj = new
+            entry.rv = resource_version(new)
+            self.state.rvs[(js.PLURAL, key)] = entry.rv
+        if entry.state == "Evicting":
+            self.maybe_eviction_done(entry, now)
+
+    def admission_failed(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """The API server refused an admission patch: the gang goes back to its queue."""
+        entry = self.state.entries.get(key)
+        if entry is None:
+            return
+        entry.writing = False
+        if entry.state != "Admitted":
+            return
+        log.warning("JobSet %s: admission write failed (%s); requeueing", key, obj.get("error"))
+        metrics = self.state.metrics
+        if metrics is not None and entry.cluster_queue:
+            with contextlib.suppress(Exception):
+                metrics.admission_error(entry.cluster_queue, "PatchFailed")
+        self.state.finish(key, now)
+        entry.state = "Pending"
+        entry.admission = None
+        self.submit(entry, now)
+
+    # ------------------------------------------------------------------------------------------
+    # Decisions
+    # ------------------------------------------------------------------------------------------
+
+    def handle(self, decisions: list[Decision], now: float) -> None:
+        """Apply the engine's decisions: admissions and evictions become JobSet patches, pending
+        reasons Workload status (a new reason is written, rate-limited; a new message with the same
+        reason — the free quota moved — rides along with the next write)."""
+        for d in decisions:
+            entry = self.state.entries.get(d.workload)
+            if entry is None:
+                continue
+            if isinstance(d, Admission):
+                self.mark_admitted(entry, d, now)
+                self.writer.write_admission(entry, d)
+            elif isinstance(d, Eviction):
+                self._evict(entry, d, now)
+            elif isinstance(d, PendingUpdate):
+                reason_changed = d.reason != entry.reason or d.cluster_queue != entry.cluster_queue
+                entry.reason, entry.message = d.reason, d.message
+                entry.cluster_queue = d.cluster_queue
+                entry.condition("QuotaReserved", False, d.reason, d.message, now)
+                if reason_changed or not entry.created:
+                    self.statuses.mark(entry, now, urgent=d.reason not in ORDINARY_PENDING)
+
+    def mark_admitted(self, entry: Entry, d: Admission, now: float) -> None:
+        entry.state = "Admitted"
+        entry.admission = d
+        entry.cluster_queue = d.cluster_queue
+        entry.reason, entry.message = "Admitted", f"admitted by ClusterQueue {d.cluster_queue}"
+        if entry.requeue:  # Kueue keeps the count of pods-ready evictions; the requeue time is past
+            entry.requeue = {"count": entry.requeue.get("count", 0)}
+        cq = d.cluster_queue
+        entry.condition("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq}", now)
+        entry.condition("Admitted", True, "Admitted", f"The workload is admitted by ClusterQueue {cq}", now)
+        entry.condition("Evicted", False, "Admitted", "admitted", now, only_if_present=True)
+        entry.condition("Preempted", False, "Admitted", "admitted", now, only_if_present=True)
+        entry.condition("PodsReady", False, "WaitForStart", "waiting for the gang's pods to run", now)
+        self.statuses.mark(entry, now, urgent=True)
+
+    def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
+        entry.state = "Evicting"
+        entry.reason, entry.message = d.reason, d.message
+        reason = d.reason
+        if reason == "InactiveClusterQueue":
+            reason = "ClusterQueueStopped"
+        entry.condition("Evicted", True, reason, d.message, now)
+        entry.condition("Admitted", False, "NoReservation", "evicted", now)
+        entry.condition("PodsReady", False, "Evicted", "the gang is stopped", now, only_if_present=True)
+        if d.reason == "Preempted":
+            preemptor = self.state.entries.get(d.preemptor or "")
+            lq = self.state.engine.local_queues.get(preemptor.lq) if preemptor is not None else None
+            same = lq is not None and lq.cluster_queue == d.cluster_queue
+            entry.condition("Preempted", True, "InClusterQueue" if same else "InCohortReclamation", d.message, now)
+        if d.requeue_at is not None:
+            count = int((entry.requeue or {}).get("count", 0)) + 1
+            entry.requeue = {"count": count, "requeueAt": rfc3339(d.requeue_at)}
+        self.statuses.mark(entry, now, urgent=True)
+        self.writer.write_suspend(entry, restore=True, event=(d.reason, d.message))

@@ -1,0 +1,206 @@
+"""One handler per watched kind, in an explicit table: a watch event → the engine and the caches.
+
+:meth:`Kinds.apply` drops what the engine must not see again — an event older than one already
+applied (kopf's initial list after the restart's own), and a configuration object whose relevant
+part did not change (our own status writes come back as MODIFIED events, and an upsert re-routes
+every pending workload) — then calls the kind's handler. Bad input never stops the loop: an
+invalid queue object is reported on its status and left out of the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from gangq.api import queues
+from gangq.core import PodInfo
+from gangq.core.errors import SpecError
+from gangq.jobset import constants as js
+from gangq.operator.gangs import Gangs
+from gangq.operator.state import ControllerState
+from gangq.operator.status import Statuses
+from gangq.operator.translate import (
+    CONFIG_KINDS,
+    NAMESPACED,
+    gang_of,
+    node_spec,
+    object_key,
+    pod_requests,
+    pod_set_of,
+    relevant,
+    resource_version,
+)
+from gangq.operator.writer import ADMISSION_FAILED, WRITTEN
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, dict[str, Any], str, float], None]
+"""``(event type, object, key, now)``."""
+
+
+class Kinds:
+    """The per-kind handlers and the table :meth:`apply` dispatches on."""
+
+    def __init__(self, state: ControllerState, gangs: Gangs, statuses: Statuses) -> None:
+        self.state = state
+        self.engine = state.engine
+        self.gangs = gangs
+        self.statuses = statuses
+        self._applied: dict[tuple[str, str], Any] = {}  # what the engine last got per configuration object
+        self._bound_pods: set[str] = set()  # pods on a node that the engine holds
+        self.handlers: dict[str, Handler] = {
+            "resourceflavors": self.resource_flavor,
+            "cohorts": self.cohort,
+            "clusterqueues": self.cluster_queue,
+            "localqueues": self.local_queue,
+            "workloadpriorityclasses": self.workload_priority_class,
+            "priorityclasses": self.priority_class,
+            "namespaces": self.namespace,
+            "nodes": self.node,
+            "pods": self.pod,
+            js.PLURAL: gangs.jobset_event,
+        }
+        self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed}
+
+    def apply(self, plural: str, event_type: str, obj: dict[str, Any], now: float) -> None:
+        """One watch event (or the outcome of one of our writes) on the scheduling loop."""
+        outcome = self.outcomes.get(plural)
+        if outcome is not None:
+            outcome(event_type, obj, obj["key"], now)
+            return
+        if plural in NAMESPACED and not self.state.watched_namespace(obj):
+            return  # `namespaces` is set and this one is not in it (the restart lists are cluster-wide)
+        key = object_key(obj)
+        rv = resource_version(obj)
+        rvs = self.state.rvs
+        seen = rvs.get((plural, key), 0)
+        if event_type != "DELETED" and rv and rv < seen:
+            return  # older than what we already applied (e.g. kopf's initial list after ours)
+        if event_type != "DELETED" and rv and rv == seen and plural != js.PLURAL:
+            return
+        if event_type == "DELETED":
+            rvs.pop((plural, key), None)
+        elif rv:
+            rvs[(plural, key)] = rv
+        if plural in CONFIG_KINDS:
+            part = relevant(plural, obj)
+            if event_type == "DELETED":
+                self._applied.pop((plural, key), None)
+            elif self._applied.get((plural, key)) == part:
+                return
+            else:
+                self._applied[(plural, key)] = part
+        self.handlers[plural](event_type, obj, key, now)
+
+    # ------------------------------------------------------------------------------------------
+    # Queues
+    # ------------------------------------------------------------------------------------------
+
+    def resource_flavor(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        if event_type == "DELETED":
+            self.engine.delete_flavor(key)
+            return
+        try:
+            self.engine.upsert_flavor(queues.resource_flavor(key, obj.get("spec")))
+        except SpecError as err:
+            log.warning("ignoring invalid %s", err)
+
+    def cohort(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        if event_type == "DELETED":
+            self.engine.delete_cohort(key)
+            return
+        try:
+            self.engine.upsert_cohort(queues.cohort(key, obj.get("spec")))
+        except SpecError as err:
+            log.warning("ignoring invalid %s", err)
+
+    def cluster_queue(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        kind_key = f"cq:{key}"
+        if event_type == "DELETED":
+            self.engine.delete_cluster_queue(key)
+            self.statuses.queue_deleted(kind_key)
+            return
+        problem: SpecError | None = None
+        try:
+            self.engine.upsert_cluster_queue(queues.cluster_queue(key, obj.get("spec")))
+        except SpecError as err:
+            log.warning("%s", err)
+            problem = err
+            self.engine.delete_cluster_queue(key)
+        self.statuses.queue_seen(kind_key, problem)
+
+    def local_queue(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        kind_key = f"lq:{key}"
+        ns, _, name = key.partition("/")
+        if event_type == "DELETED":
+            self.engine.delete_local_queue(ns, name)
+            self.statuses.queue_deleted(kind_key)
+            return
+        problem: SpecError | None = None
+        try:
+            self.engine.upsert_local_queue(queues.local_queue(ns, name, obj.get("spec")))
+        except SpecError as err:
+            log.warning("%s", err)
+            problem = err
+            self.engine.delete_local_queue(ns, name)
+        self.statuses.queue_seen(kind_key, problem)
+
+    def workload_priority_class(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        _set_priority(self.gangs.workload_priority_classes, event_type, obj, key)
+        self.gangs.retry_invalid(now)
+
+    def priority_class(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        _set_priority(self.gangs.priority_classes, event_type, obj, key)
+        self.gangs.retry_invalid(now)
+
+    # ------------------------------------------------------------------------------------------
+    # The cluster
+    # ------------------------------------------------------------------------------------------
+
+    def namespace(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        if event_type == "DELETED":
+            self.engine.delete_namespace(key)
+        else:
+            self.engine.upsert_namespace(key, dict((obj.get("metadata") or {}).get("labels") or {}))
+
+    def node(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        if event_type == "DELETED":
+            self.engine.delete_node(key)
+        else:
+            self.engine.upsert_node(node_spec(obj))
+
+    def pod(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """Every bound pod uses node capacity; a gang's pods replace its planned placement and
+        count towards PodsReady. Terminal and deleted pods leave the engine."""
+        gang = gang_of(obj)
+        phase = (obj.get("status") or {}).get("phase")
+        node = (obj.get("spec") or {}).get("nodeName")
+        gone = event_type == "DELETED" or phase in ("Succeeded", "Failed")
+        if gang is not None:
+            self.gangs.pod_seen(gang, key, gone=gone)
+        if gone or not node:
+            if key in self._bound_pods:
+                self._bound_pods.discard(key)
+                self.engine.delete_pod(key)
+        else:
+            try:
+                requests = pod_requests(obj)
+            except SpecError as err:
+                log.warning("pod %s: %s", key, err)
+                requests = {}
+            self.engine.update_pod(
+                PodInfo(key, node, requests, workload=gang, pod_set=pod_set_of(obj), running=phase == "Running")
+            )
+            self._bound_pods.add(key)
+        if gang is not None:
+            self.gangs.pods_changed(gang, now)
+
+
+def _set_priority(classes: dict[str, int], event_type: str, obj: dict[str, Any], key: str) -> None:
+    if event_type == "DELETED":
+        classes.pop(key, None)
+    else:
+        value = obj.get("value")
+        if isinstance(value, int) and not isinstance(value, bool):
+            classes[key] = value

@@ -1,0 +1,143 @@
+"""Becoming leader: rebuild the engine from the API before the watches start.
+
+List the queue objects, nodes, pods and JobSets; put admitted JobSets back first with the
+admission recorded on them (nothing is admitted twice, and no write is needed), schedule again the
+ones whose recorded admission cannot be kept (and suspend those that no longer fit), then queue
+the rest in creation order. Workload conditions written before the restart are carried over.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gangq.api.workload import queue_name
+from gangq.core import compiled
+from gangq.core.decisions import Admission, Decision
+from gangq.jobset import constants as js
+from gangq.operator.gangs import Gangs
+from gangq.operator.kinds import Kinds
+from gangq.operator.kube import ApiError, resource_path
+from gangq.operator.state import ControllerState
+from gangq.operator.status import Statuses
+from gangq.operator.translate import (
+    ADMISSION_ANNOTATION,
+    CONFIG_KINDS,
+    GROUP,
+    VERSION,
+    WATCHED,
+    gang_of,
+    jobset_terminal,
+    object_key,
+    recorded_admission,
+    resource_version,
+)
+
+log = logging.getLogger(__name__)
+
+
+async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: Statuses) -> None:
+    """Rebuild the engine and the entries from the API (see the module docstring); sets
+    ``state.recovered``."""
+    client = state.client
+    listed: dict[str, list[dict[str, Any]]] = {}
+    for group, version, plural in WATCHED:
+        try:
+            result = await client.list(resource_path(group, version, plural))
+            listed[plural] = result.get("items") or []
+        except ApiError as err:
+            log.warning("recovery: cannot list %s (%s); continuing without them", plural, err)
+            listed[plural] = []
+    now = time.time()
+    for plural in CONFIG_KINDS:
+        for obj in listed[plural]:
+            kinds.apply(plural, "ADDED", obj, now)
+    existing_workloads: dict[str, dict[str, Any]] = {}
+    try:
+        wls = await client.list(resource_path(GROUP, VERSION, "workloads"))
+        existing_workloads = {object_key(w): w for w in wls.get("items") or []}
+    except ApiError as err:
+        log.warning("recovery: cannot list workloads (%s)", err)
+
+    def adopt(key: str) -> None:
+        entry = state.entries.get(key)
+        if entry is not None:
+            wl = existing_workloads.get(f"{entry.namespace}/{entry.wl_name}")
+            if wl is not None:
+                statuses.adopt(entry, wl.get("status") or {})
+
+    jobsets = [j for j in listed[js.PLURAL] if state.watched_namespace(j)]
+    admitted, rest = [], []
+    for obj in jobsets:
+        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        if (
+            queue_name(obj) is not None
+            and ADMISSION_ANNOTATION in ann
+            and not (obj.get("spec") or {}).get("suspend")
+            and jobset_terminal(obj) is None
+        ):
+            admitted.append(obj)
+        else:
+            rest.append(obj)
+    recovering: set[str] = set()
+    restored: set[str] = set()
+    for obj in admitted:
+        key = object_key(obj)
+        entry = gangs.new_entry(key, obj)
+        adopt(key)
+        if gangs.submit(entry, now):
+            if gangs.restore(entry, now):
+                restored.add(key)
+            else:
+                recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
+    pods = listed["pods"]
+    gang_pods = [p for p in pods if gang_of(p) in recovering]
+    for pod in pods:
+        if gang_of(pod) not in recovering:
+            kinds.apply("pods", "ADDED", pod, now)
+    decisions = state.schedule(now)
+    readmitted: set[str] = set(restored)
+    others: list[Decision] = []
+    for d in decisions:
+        if isinstance(d, Admission) and d.workload in recovering:
+            entry = state.entries[d.workload]
+            gangs.mark_admitted(entry, d, now)
+            readmitted.add(d.workload)
+            recorded = recorded_admission(entry.obj)
+            if recorded is not None and recorded.get("clusterQueue") != d.cluster_queue:
+                log.warning("recovery: JobSet %s was admitted to %s, now charged to %s",
+                            entry.key, recorded.get("clusterQueue"), d.cluster_queue)
+        else:
+            others.append(d)
+    for key in recovering - readmitted:
+        log.warning("recovery: admitted JobSet %s no longer fits its queue: suspending it", key)
+        gangs.writer.write_suspend(state.entries[key], restore=True)
+    for pod in gang_pods:
+        kinds.apply("pods", "ADDED", pod, now)
+    gangs.handle(others, now)
+    for obj in sorted(rest, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")):
+        kinds.apply(js.PLURAL, "ADDED", obj, now)
+        adopt(object_key(obj))
+    log.info(
+        "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
+        len(state.entries), len(readmitted), len(listed["nodes"]), len(pods), len(state.engine.cluster_queues),
+        "mypyc-compiled" if compiled() else "pure Python",
+    )
+    state.recovered.set()
+
+
+async def resync_jobsets(state: ControllerState, forget: Callable[[dict[str, Any]], None]) -> None:
+    """After the watches started: forget JobSets deleted between the recovery list and kopf's own
+    initial list (no DELETED event reaches us for them). ``forget(obj)`` queues a DELETED event."""
+    try:
+        result = await state.client.list(resource_path(js.GROUP, js.VERSION, js.PLURAL))
+    except ApiError as err:
+        log.warning("resync: cannot list jobsets (%s)", err)
+        return
+    present = {object_key(o) for o in result.get("items") or []}
+    list_rv = resource_version(result)
+    for key, entry in list(state.entries.items()):
+        if key not in present and (entry.rv <= list_rv or not list_rv):
+            forget(entry.obj)

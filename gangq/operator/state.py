@@ -1,0 +1,65 @@
+"""What every part of the controller shares: the engine, the JobSets held, the client, the metrics.
+
+Only the scheduling loop's task touches the engine and the entries (kopf's handlers and the write
+tasks report through the inbox), so nothing here is locked; :attr:`ControllerState.lock` is held
+while the loop mutates the engine, for readers on the same event loop (observability).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gangq.core import Engine
+from gangq.core.decisions import Decision
+from gangq.operator.config import OperatorConfig
+from gangq.operator.entry import Entry
+from gangq.operator.kube import KubeClient
+
+if TYPE_CHECKING:
+    from gangq.observability.metrics import GangqMetrics
+    from gangq.observability.telemetry import Telemetry
+
+
+class ControllerState:
+    """The engine and what the controller holds beside it.
+
+    ``entries``: queued JobSets by key; ``rvs``: the resourceVersion last applied per
+    ``(plural, key)`` (stale events are dropped); ``telemetry``: metrics and endpoints when
+    observability is on (then the engine's ``schedule`` and ``finish`` go through it, timed and
+    counted).
+    """
+
+    __slots__ = ("client", "config", "engine", "entries", "lock", "recovered", "rvs", "telemetry")
+
+    def __init__(self, client: KubeClient, config: OperatorConfig) -> None:
+        self.client = client
+        self.config = config
+        self.engine = Engine(config.engine_config())
+        self.entries: dict[str, Entry] = {}
+        self.rvs: dict[tuple[str, str], int] = {}
+        self.lock = asyncio.Lock()
+        self.recovered = asyncio.Event()
+        self.telemetry: Telemetry | None = None
+
+    @property
+    def metrics(self) -> GangqMetrics | None:
+        return self.telemetry.metrics if self.telemetry is not None else None
+
+    def schedule(self, now: float) -> list[Decision]:
+        if self.telemetry is not None:
+            return self.telemetry.schedule(now)
+        return self.engine.schedule(now)
+
+    def finish(self, key: str, now: float) -> None:
+        """Take a gang out of the engine (finished, deleted, or to be resubmitted)."""
+        if self.telemetry is not None:
+            self.telemetry.finish(key, now)
+        else:
+            self.engine.finish(key, now)
+
+    def watched_namespace(self, obj: Mapping[str, Any]) -> bool:
+        """False when ``namespaces`` is configured and the object's namespace is not in it."""
+        namespaces = self.config.namespaces
+        return not namespaces or (obj.get("metadata") or {}).get("namespace") in namespaces

@@ -1,0 +1,207 @@
+"""Kubernetes objects → what the engine and the API need: keys, node specs, pod requests, quantities.
+
+Pure functions and the names of the objects the controller watches and writes; no I/O, no state.
+JobSet names (group, labels) come from :mod:`gangq.jobset.constants`, the JobSet → gang mapping
+from :mod:`gangq.api.workload`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from gangq.api.pods import pod_requests as _pod_spec_requests
+from gangq.api.quantity import QuantityError, parse_quantity
+from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION
+from gangq.core import NodeSpec, Taint
+from gangq.core.decisions import Admission
+from gangq.core.units import format_amount
+from gangq.jobset import constants as js
+from gangq.operator.kube import resource_path
+
+log = logging.getLogger(__name__)
+
+GROUP: Final = "gangq.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+ADMISSION_ANNOTATION: Final = "gangq.io/admission"
+"""On an admitted JobSet (written with the unsuspend): the ClusterQueue and flavors, JSON. A restart
+recognises admitted JobSets by it together with ``spec.suspend: false``."""
+WORKLOAD_JOBSET_LABEL: Final = "gangq.io/jobset-name"
+GPU: Final = "nvidia.com/gpu"
+
+QUEUE_KINDS: Final = (
+    "resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "priorityclasses",
+)
+"""The configuration kinds, in the order a restart applies them (a ClusterQueue names flavors and
+cohorts; a LocalQueue names its ClusterQueue)."""
+CONFIG_KINDS: Final = (*QUEUE_KINDS, "namespaces", "nodes")
+"""Kinds whose objects reach the engine only when the part it reads changed (see :func:`relevant`)."""
+
+WATCHED: Final = (
+    (GROUP, VERSION, "resourceflavors"),
+    (GROUP, VERSION, "cohorts"),
+    (GROUP, VERSION, "clusterqueues"),
+    (GROUP, VERSION, "localqueues"),
+    (GROUP, VERSION, "workloadpriorityclasses"),
+    ("scheduling.k8s.io", "v1", "priorityclasses"),
+    ("", "v1", "namespaces"),
+    ("", "v1", "nodes"),
+    ("", "v1", "pods"),
+    (js.GROUP, js.VERSION, js.PLURAL),
+)
+"""(group, version, plural) of everything the controller watches, in the order a restart lists them."""
+NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL})
+
+
+def rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    """``metadata.resourceVersion`` as an integer (0 when absent or not a number)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object (the engine's keys)."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def jobset_terminal(obj: Mapping[str, Any]) -> str | None:
+    """``Completed`` / ``Failed`` when the JobSet has finished, else None."""
+    status = obj.get("status") or {}
+    terminal = (js.COND_COMPLETED, js.COND_FAILED)
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in terminal:
+            return str(cond["type"])
+    state = status.get("terminalState")
+    return str(state) if state in terminal else None
+
+
+def workload_name(jobset: str) -> str:
+    """The Workload's name for a JobSet: ``jobset-<name>``, shortened to an object name's 253 characters."""
+    name = f"jobset-{jobset}"
+    if len(name) > 253:
+        name = name[:240] + "-" + secrets.token_hex(4)
+    return name
+
+
+def quantity_text(resource: str, value: int) -> str:
+    """A quantity string for the API (``500m``, ``8``, ``16Gi``)."""
+    return format_amount(resource, value)
+
+
+def node_spec(obj: Mapping[str, Any]) -> NodeSpec:
+    """A Node as the engine sees it; one that is not Ready (or cordoned) takes no new gangs."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allocatable: dict[str, int] = {}
+    for res, value in (status.get("allocatable") or status.get("capacity") or {}).items():
+        try:
+            allocatable[res] = parse_quantity(value, res)
+        except QuantityError:
+            log.warning("Node %s: status.allocatable[%s]: %r is not a quantity", meta.get("name"), res, value)
+    taints = []
+    for t in spec.get("taints") or []:
+        with contextlib.suppress(ValueError, KeyError):
+            taints.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule")))
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    ) or not status.get("conditions")
+    return NodeSpec(
+        str(meta.get("name")),
+        allocatable,
+        dict(meta.get("labels") or {}),
+        taints,
+        unschedulable=bool(spec.get("unschedulable")) or not ready,
+    )
+
+
+def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
+    """The part of a configuration object the engine depends on: status writes (ours included) come
+    back as MODIFIED events, and only a change of this part may reach the engine (an upsert
+    re-routes every pending workload)."""
+    meta = obj.get("metadata") or {}
+    if plural in ("workloadpriorityclasses", "priorityclasses"):
+        return obj.get("value")
+    if plural == "namespaces":
+        return meta.get("labels")
+    if plural == "nodes":
+        status = obj.get("status") or {}
+        ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+        return (meta.get("labels"), obj.get("spec"), status.get("allocatable"), status.get("capacity"), ready)
+    return obj.get("spec")
+
+
+def gang_of(pod: Mapping[str, Any]) -> str | None:
+    """The key of the JobSet whose gang a pod belongs to (label ``jobset.sigs.k8s.io/jobset-name``)."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(js.JOBSET_NAME_KEY)
+    return f"{meta.get('namespace')}/{name}" if name else None
+
+
+def pod_set_of(pod: Mapping[str, Any]) -> str | None:
+    """The pod set (replicatedJob) a gang's pod belongs to."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(js.REPLICATED_JOB_NAME_KEY)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """A pod's effective requests (engine units); raises ``SpecError`` on a malformed spec."""
+    return _pod_spec_requests(pod.get("spec") or {})
+
+
+_GANG_ANNOTATIONS: Final = frozenset({MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION})
+
+
+def jobset_signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a JobSet the gang is built from besides its spec: a change resubmits the gang (its
+    status and our own patches do not)."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    return (
+        meta.get("generation"),
+        tuple(sorted((k, v) for k, v in labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/")))),
+        tuple(sorted((k, v) for k, v in ann.items() if k in _GANG_ANNOTATIONS)),
+    )
+
+
+def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The admission recorded on a JobSet (annotation ``gangq.io/admission``), if readable."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ADMISSION_ANNOTATION)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def admission_json(d: Admission) -> dict[str, Any]:
+    """An admission as the Workload status and the ``gangq.io/admission`` annotation record it."""
+    return {
+        "clusterQueue": d.cluster_queue,
+        "borrowing": d.borrowing,
+        "podSetAssignments": [
+            {"name": ps.name, "count": ps.count, "flavors": dict(ps.flavors),
+             "resourceUsage": {r: quantity_text(r, v * ps.count) for r, v in ps.requests.items()}}
+            for ps in d.pod_sets
+        ],
+    }
+
+
+def jobset_path(namespace: str, name: str) -> str:
+    return resource_path(js.GROUP, js.VERSION, js.PLURAL, namespace, name)

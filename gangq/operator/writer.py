@@ -1,0 +1,273 @@
+"""The controller's API writes: two lanes of tasks, and the JobSet patches and Events.
+
+Writes run as tasks, ordered per key (a JobSet's eviction never overtakes its admission), in two
+lanes so a burst of status writes never delays an admission or an eviction:
+
+- critical: JobSet admission and eviction patches, at most :data:`CRITICAL_IN_FLIGHT`;
+- background: everything else (Workload creates and status, queue status, Events), at most
+  :data:`BACKGROUND_IN_FLIGHT`, and only while at most :data:`CRITICAL_QUIET` critical writes wait
+  or are in flight (or after :data:`BACKGROUND_MAX_WAIT_SECONDS`): on a busy API server they would
+  queue ahead of the writes that start gangs.
+
+A write's outcome goes back to the scheduling loop through ``report`` (the inbox), never to the
+engine directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from gangq.api.workload import admission_patch, restore_patch
+from gangq.core.decisions import Admission
+from gangq.core.errors import SpecError
+from gangq.jobset import constants as js
+from gangq.operator.entry import Entry
+from gangq.operator.kube import JSON_PATCH, ApiError, resource_path
+from gangq.operator.state import ControllerState
+from gangq.operator.translate import ADMISSION_ANNOTATION, admission_json, jobset_path, rfc3339
+
+log = logging.getLogger(__name__)
+
+CRITICAL_IN_FLIGHT: Final = 32
+BACKGROUND_IN_FLIGHT: Final = 16
+CRITICAL_QUIET: Final = 4
+BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
+
+WRITTEN: Final = "_written"
+"""Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
+ADMISSION_FAILED: Final = "_admission_failed"
+"""An admission patch the API server refused (``{"key", "error"}``): the gang is requeued."""
+
+_ADMISSION_PATH: Final = "/metadata/annotations/" + ADMISSION_ANNOTATION.replace("/", "~1")
+
+Report = Callable[[str, dict[str, Any]], None]
+Write = Callable[[], Awaitable[None]]
+
+
+class Writer:
+    """The write lanes, and the JobSet patches (admission, suspend) and Events built on them."""
+
+    def __init__(self, state: ControllerState, report: Report) -> None:
+        self.state = state
+        self.report = report
+        self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
+        self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
+        self._critical_busy = 0
+        self._critical_clear = asyncio.Event()
+        self._critical_clear.set()
+        self._chains: dict[str, asyncio.Task[None]] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------------------------------
+    # Lanes
+    # ------------------------------------------------------------------------------------------
+
+    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False) -> None:
+        """Run ``fn`` as a task in its lane, after the previous write of ``chain_key``."""
+        prev = self._chains.get(chain_key) if chain_key else None
+        sem = self._sem_critical if critical else self._sem_background
+
+        async def run() -> None:
+            if critical:
+                self._critical_busy += 1
+                if self._critical_busy > CRITICAL_QUIET:
+                    self._critical_clear.clear()
+            try:
+                if prev is not None:
+                    with contextlib.suppress(BaseException):
+                        await prev
+                async with sem:
+                    if not critical and not self._critical_clear.is_set():
+                        # behind the admissions, but never starved (a slow API server keeps patches in flight)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)
+                    try:
+                        await fn()
+                    except ApiError as err:
+                        log.warning("write for %s failed: %s", chain_key, err)
+                    except Exception:
+                        log.exception("write for %s failed", chain_key)
+            finally:
+                if critical:
+                    self._critical_busy -= 1
+                    if self._critical_busy <= CRITICAL_QUIET:
+                        self._critical_clear.set()
+
+        task = asyncio.ensure_future(run())
+        self.tasks.add(task)
+        if chain_key:
+            self._chains[chain_key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            self.tasks.discard(t)
+            if chain_key and self._chains.get(chain_key) is t:
+                del self._chains[chain_key]
+
+        task.add_done_callback(done)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the writes in flight."""
+        tasks = list(self.tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    # ------------------------------------------------------------------------------------------
+    # JobSet patches
+    # ------------------------------------------------------------------------------------------
+
+    def write_admission(self, entry: Entry, d: Admission) -> None:
+        """Unsuspend the JobSet with the flavors' node labels and tolerations and the recorded
+        admission; a JobSet changed meanwhile is re-read and patched once more."""
+        obj = entry.obj
+        flavors = dict(self.state.engine.flavors)
+        recorded = json.dumps(admission_json(d), sort_keys=True, separators=(",", ":"))
+        key = entry.key
+        entry.writing = True
+
+        def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
+            ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
+            ops += admission_patch(current, d, flavors)
+            ann_exists = bool((current.get("metadata") or {}).get("annotations")) or any(
+                o["path"] == "/metadata/annotations" for o in ops
+            )
+            if not ann_exists:
+                ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+            ops.append({"op": "add", "path": _ADMISSION_PATH, "value": recorded})
+            ops = [o for o in ops if o["path"] != "/spec/suspend"]
+            ops.append({"op": "add", "path": "/spec/suspend", "value": False})  # even if `current` is stale
+            return ops
+
+        decided = time.monotonic()
+
+        async def write() -> None:
+            path = jobset_path(entry.namespace, entry.name)
+            current: Mapping[str, Any] = obj
+            metrics = self.state.metrics
+            if metrics is not None:
+                metrics.admission_patch_wait_seconds.observe(time.monotonic() - decided)
+            for attempt in range(2):
+                try:
+                    new = await self.state.client.patch(path, ops_for(current), JSON_PATCH)
+                    if metrics is not None:
+                        metrics.admission_patch_duration_seconds.observe(time.monotonic() - decided)
+                    self.report(WRITTEN, {"key": key, "object": new})
+                    if self.state.config.events.admission:
+                        self.post_event(entry, "Normal", "Admitted", f"Admitted by ClusterQueue {d.cluster_queue}", new)
+                    return
+                except ApiError as err:
+                    if err.status == 404:
+                        self.report(WRITTEN, {"key": key})
+                        return
+                    if attempt == 0 and err.status in (409, 422):
+                        try:
+                            current = await self.state.client.get(path)
+                            continue
+                        except ApiError:
+                            pass
+                    self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
+                    return
+                except SpecError as err:
+                    self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
+                    return
+
+        self.spawn(key, write, critical=True)
+
+    def write_suspend(self, entry: Entry, *, restore: bool, event: tuple[str, str] | None = None) -> None:
+        """Suspend the JobSet; with ``restore`` also put back its pod templates and drop the recorded
+        admission (an eviction). ``event``: (reason, message) of the Event to post."""
+        key = entry.key
+        obj = entry.obj
+        entry.writing = True
+
+        def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
+            ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
+            if restore:
+                try:
+                    ops += restore_patch(current)
+                except SpecError as err:
+                    log.warning("JobSet %s: cannot restore pod templates (%s); suspending only", key, err)
+                    ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+                ann = (current.get("metadata") or {}).get("annotations") or {}
+                removes_all = any(o["op"] == "remove" and o["path"] == "/metadata/annotations" for o in ops)
+                if ADMISSION_ANNOTATION in ann and not removes_all:
+                    if len(ann) == 1 or (len(ann) == 2 and any(
+                        o["op"] == "remove" and o["path"].startswith("/metadata/annotations/") for o in ops
+                    )):
+                        ops = [o for o in ops if not o["path"].startswith("/metadata/annotations")]
+                        ops.append({"op": "remove", "path": "/metadata/annotations"})
+                    else:
+                        ops.append({"op": "remove", "path": _ADMISSION_PATH})
+            if not any(o["path"] == "/spec/suspend" for o in ops):
+                ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+            return ops
+
+        async def write() -> None:
+            path = jobset_path(entry.namespace, entry.name)
+            current: Mapping[str, Any] = obj
+            for attempt in range(3):
+                try:
+                    new = await self.state.client.patch(path, ops_for(current), JSON_PATCH)
+                    self.report(WRITTEN, {"key": key, "object": new})
+                    if event is not None and self.state.config.events.eviction:
+                        reason, message = event
+                        self.post_event(entry, "Warning" if reason != "Preempted" else "Normal",
+                                        "Preempted" if reason == "Preempted" else "Evicted", message, new)
+                    return
+                except ApiError as err:
+                    if err.status == 404:
+                        break
+                    if attempt < 2 and err.status in (409, 422):
+                        try:
+                            current = await self.state.client.get(path)
+                            continue
+                        except ApiError:
+                            break
+                    log.error("JobSet %s: cannot suspend: %s", key, err)
+                    break
+            self.report(WRITTEN, {"key": key})
+
+        self.spawn(key, write, critical=True)
+
+    # ------------------------------------------------------------------------------------------
+    # Events
+    # ------------------------------------------------------------------------------------------
+
+    def post_event(
+        self, entry: Entry, event_type: str, reason: str, message: str, obj: Mapping[str, Any] | None = None
+    ) -> None:
+        """An Event on the JobSet (background lane; a failure is only logged)."""
+
+        async def post() -> None:
+            now = rfc3339(time.time())
+            meta = (obj or entry.obj).get("metadata") or {}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{entry.name}.{secrets.token_hex(8)}", "namespace": entry.namespace},
+                "involvedObject": {
+                    "apiVersion": js.API_VERSION, "kind": js.KIND, "name": entry.name,
+                    "namespace": entry.namespace, "uid": entry.uid, "resourceVersion": meta.get("resourceVersion"),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": event_type,
+                "source": {"component": "gangq-controller"},
+                "reportingComponent": "gangq-controller",
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+            try:
+                await self.state.client.create(resource_path("", "v1", "events", entry.namespace), body,
+                                               want_body=False)
+            except ApiError as err:
+                log.debug("event for %s not posted: %s", entry.key, err)
+
+        self.spawn(None, post)
