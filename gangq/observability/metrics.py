@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # Kueue's admission-wait buckets: 1 s doubling up to ~36 h (the simulator uses the same).
 WAIT_BUCKETS: tuple[float, ...] = tuple(float(2**i) for i in range(18))
-# Scheduling-cycle duration: 0.5 ms .. ~16 s.
+# Scheduling-cycle duration and the controller loop's latencies: 0.5 ms .. ~16 s.
 CYCLE_BUCKETS: tuple[float, ...] = tuple(0.0005 * 2**i for i in range(16))
 # Admissions per cycle: 0, 1, 2, 4 .. 4096.
 ADMISSIONS_BUCKETS: tuple[float, ...] = (0.0, *(float(2**i) for i in range(13)))
@@ -252,11 +252,12 @@ class GangqMetrics:
             registry=r,
         )
         # -- controller -----------------------------------------------------------------------------
-        self.scheduling_cycle_duration_seconds = Histogram(
-            "gangq_scheduling_cycle_duration_seconds",
-            "Wall time of one Engine.schedule call",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
+
+        def duration(name: str, documentation: str) -> Histogram:
+            return Histogram(name, documentation, buckets=CYCLE_BUCKETS, registry=r)
+
+        self.scheduling_cycle_duration_seconds = duration(
+            "gangq_scheduling_cycle_duration_seconds", "Wall time of one Engine.schedule call"
         )
         self.scheduling_cycle_admissions = Histogram(
             "gangq_scheduling_cycle_admissions",
@@ -264,36 +265,25 @@ class GangqMetrics:
             buckets=ADMISSIONS_BUCKETS,
             registry=r,
         )
-        self.loop_cycle_duration_seconds = Histogram(
+        self.loop_cycle_duration_seconds = duration(
             "gangq_loop_cycle_duration_seconds",
             "Wall time of one controller loop cycle: apply a batch of watch events, schedule, start the writes",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
         )
-        self.event_queue_wait_seconds = Histogram(
-            "gangq_event_queue_wait_seconds",
-            "Time from a watch event's arrival to the controller loop applying it",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
+        self.event_queue_wait_seconds = duration(
+            "gangq_event_queue_wait_seconds", "Time from a watch event's arrival to the controller loop applying it"
         )
-        self.event_loop_lag_seconds = Histogram(
+        self.event_loop_lag_seconds = duration(
             "gangq_event_loop_lag_seconds",
             "How late the controller's event loop runs a 50 ms timer: the time every callback waits behind others",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
         )
-        self.admission_patch_wait_seconds = Histogram(
+        self.admission_patch_wait_seconds = duration(
             "gangq_admission_patch_wait_seconds",
             "Time from an admission decision to its JobSet patch being sent (behind the JobSet's earlier "
             "writes and the write lane's limit)",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
         )
-        self.admission_patch_duration_seconds = Histogram(
+        self.admission_patch_duration_seconds = duration(
             "gangq_admission_patch_duration_seconds",
             "Time from an admission decision to the API server's answer to its JobSet patch",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
         )
         self.workload_status_writes_total = Counter(
             "gangq_workload_status_writes",
