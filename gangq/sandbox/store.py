@@ -112,18 +112,9 @@ class Store:
             self.create("", "namespaces", {"metadata": {"name": ns}})
 
     @property
-    def history(self) -> int:
-        """How many watch events are always retained."""
-        return self._watch.history
-
-    @property
     def bookmark_interval(self) -> float:
+        """Seconds between BOOKMARK events of a quiet watch that asked for them."""
         return self._watch.bookmark_interval
-
-    @property
-    def max_watch_queue(self) -> int:
-        """Events a watch may fall behind before it is cut off."""
-        return self._watch.max_queue
 
     @contextlib.contextmanager
     def dry_run_mode(self) -> Iterator[None]:
