@@ -1,185 +1,182 @@
-"""Per-ClusterQueue pending queues: the ordered workloads that wait for admission.
+"""Per-ClusterQueue pending queues and the gangs in them.
 
 Each ClusterQueue keeps two sorted lists with one order (higher priority first, then earlier queue
 timestamp, then submission sequence):
 
 - ``active``: workloads not yet tried since they were queued;
 - ``inadmissible``: workloads that were tried and did not fit. They are tried again only after
-  something that could let them fit changed (``retry`` is set), never in a busy loop.
+  something that could let them fit changed, never in a busy loop.
 
 A workload's position is its rank across both lists, so it is O(log n) to answer "what position
-am I?" even with 100,000 pending workloads.
+am I?" even with 100,000 pending workloads. :class:`Workload` is the engine's record of one gang
+through its life: pending → admitted → evicting → ...
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from typing import Any, Literal
 
 from gangq.core.chunks import SortedChunks
-from gangq.core.model import ClusterQueueSpec, FlavorResource, flavor_resource
+from gangq.core.decisions import Admission, PendingReason
+from gangq.core.demand import DemandClass, OrderKey, merge_keys
+from gangq.core.flavors import FlavorOptions
+from gangq.core.model import ClusterQueueSpec, FlavorResource, WorkloadSpec, flavor_resource
 from gangq.core.quota import QuotaNode
-from gangq.core.workload import OrderKey, Workload
+
+State = Literal["Pending", "Admitted", "Evicting", "Finished"]
+
+# A placement kept for reuse (Engine._place): (the state it was found in: node epoch, config
+# version, pools version, flavor option), the node charges (node, requests, pods), the pods per
+# (pod set, node), how many pods.
+Placed = tuple[tuple[int, int, int, int], list[tuple[Any, Any, int]], dict[tuple[int, str], int], int]
 
 
-def merge_keys(first: Iterator[OrderKey], second: Iterator[OrderKey]) -> Iterator[OrderKey]:
-    """Two ascending streams of distinct queue keys as one, lazily: each stream's next key is
-    drawn only after the previous one was consumed, as :func:`heapq.merge` does (a retry's
-    stream decides its next key from the state that trying the last one left). Not
-    :func:`heapq.merge` itself, which is interpreted code on the scheduling cycle's hot path."""
-    a = next(first, None)
-    b = next(second, None)
-    while a is not None and b is not None:
-        if b < a:
-            yield b
-            b = next(second, None)
-        else:
-            yield a
-            a = next(first, None)
-    while a is not None:
-        yield a
-        a = next(first, None)
-    while b is not None:
-        yield b
-        b = next(second, None)
+class NodeMark:
+    """What a gang's last failed node check proved, for a retry filter: at capacity mark
+    ``freed_seq`` (``NodeIndex.freed_seq``) the nodes were ``shortfall`` pods short for each of
+    the flavor ``options`` (indices into the gang's flavor options of ``config``); only nodes of
+    ``pools`` (ids, while the set of pools is ``pools_version``) could take its pods.
 
-
-_SHARED_TOTALS: dict[int, int] = {}
-
-
-def _shared(value: int) -> int:
-    """One int object per distinct total: the demand lists of a deep cluster compare totals on
-    every bisect, and a few hundred shared objects stay in cache where one object per gang and
-    resource did not (bounded: the table starts over once it holds 65,536 values)."""
-    shared = _SHARED_TOTALS.get(value)
-    if shared is None:
-        if len(_SHARED_TOTALS) >= 65_536:
-            _SHARED_TOTALS.clear()
-        shared = _SHARED_TOTALS[value] = value
-    return shared
-
-
-class _TotalsIndex:
-    """One resource's index in a demand class: parallel lists sorted by (total, gang key).
-
-    Parallel plain lists rather than one list of (total, key, totals) tuples: a bisect compares
-    bare totals, so it reads the list and a few shared int objects (:func:`_shared`) instead of
-    a tuple and an int per step, each a cache miss in a deep cluster.
+    It stays sound however long ago it was made: nodes whose capacity did not rise since then can
+    take no more of its pods than they could, so only the nodes freed since can add any. A check
+    that finds them still too few moves it forward (Engine._mark_holds).
     """
 
-    __slots__ = ("keys", "totals", "vectors")
+    __slots__ = ("config", "freed_seq", "options", "pools", "pools_version", "shortfall")
 
-    def __init__(self) -> None:
-        self.totals: list[int] = []
-        self.keys: list[OrderKey] = []
-        # Each gang's totals of every resource of the class, in the class's order (the filter).
-        self.vectors: list[tuple[int, ...]] = []
-
-    def _position(self, total: int, key: OrderKey) -> int:
-        totals = self.totals
-        lo = bisect_left(totals, total)
-        hi = bisect_right(totals, total, lo)
-        return bisect_left(self.keys, key, lo, hi)
-
-    def add(self, total: int, key: OrderKey, vector: tuple[int, ...]) -> None:
-        i = self._position(total, key)
-        self.totals.insert(i, total)
-        self.keys.insert(i, key)
-        self.vectors.insert(i, vector)
-
-    def remove(self, total: int, key: OrderKey) -> None:
-        i = self._position(total, key)
-        del self.totals[i]
-        del self.keys[i]
-        del self.vectors[i]
+    def __init__(
+        self,
+        freed_seq: int,
+        shortfall: int,
+        config: tuple[int, str],
+        options: frozenset[int],
+        pools: frozenset[int] = frozenset(),
+        pools_version: int = -1,
+    ) -> None:
+        self.freed_seq = freed_seq
+        self.shortfall = shortfall
+        self.config = config
+        self.options = options
+        self.pools = pools
+        self.pools_version = pools_version
 
 
-class _DemandClass:
-    """Queued gangs that request the same set of resources, sorted by their total of each.
+class Workload:
+    """Mutable engine state of a gang. Only the engine changes it."""
 
-    Plain sorted lists (bisect in C) rather than SortedList: a filter of a retry bisects every
-    resource's list and copies a prefix, which SortedList does in interpreted code, and this is
-    the retry's hottest step. The price is an O(n) insert, a memmove that stays small until a
-    single ClusterQueue holds tens of thousands of gangs requesting the same resources.
-    """
+    __slots__ = (
+        "admission",
+        "admit_count",
+        "admitted_at",
+        "beyond",
+        "choices",
+        "cites",
+        "cq",
+        "deactivated",
+        "emitted",
+        "end_time",
+        "evict_requeue_at",
+        "held",
+        "key",
+        "lq_key",
+        "message",
+        "min_member",
+        "node_mark",
+        "order_key",
+        "pending_since",
+        "placement",
+        "planned",
+        "pods",
+        "pods_ready",
+        "queue_ts",
+        "queued",
+        "ready_evictions",
+        "reason",
+        "requeue_at",
+        "running",
+        "seq",
+        "spec",
+        "state",
+        "totals",
+        "usage",
+        "victims",
+    )
 
-    __slots__ = ("indexes", "resources", "vectors")
+    def __init__(self, spec: WorkloadSpec, seq: int, now: float) -> None:
+        self.spec = spec
+        self.key = spec.key
+        self.seq = seq
+        self.state: State = "Pending"
+        self.queue_ts = spec.creation_time
+        self.order_key: OrderKey = (-spec.priority, self.queue_ts, seq, spec.key)
+        self.cq: ClusterQueueState | None = None
+        self.queued: Literal["active", "inadmissible"] | None = None
+        self.reason: PendingReason = "Pending"
+        self.message = "waiting for the first scheduling cycle"
+        self.emitted: tuple[str, str] | None = None
+        # The gang its pending reason names as what holds it back (the head whose reservation it
+        # would delay, the claimant whose claim keeps it from borrowing): see Engine._set_reason.
+        self.cites: Workload | None = None
+        self.admission: Admission | None = None
+        self.admitted_at = 0.0
+        self.usage: dict[FlavorResource, int] = {}
+        # Node capacity this gang holds: planned-but-unbound pods and bound pods, per node.
+        self.held: dict[str, dict[str, int]] = {}
+        # Planned, not yet bound pods: (pod set index, node) -> count.
+        self.planned: dict[tuple[int, str], int] = {}
+        self.running = 0
+        self.pods_ready = False
+        self.ready_evictions = 0
+        self.requeue_at: float | None = None
+        self.deactivated = False
+        self.evict_requeue_at: float | None = None
+        self.pending_since = now
+        totals: dict[str, int] = {}
+        for ps in spec.pod_sets:
+            for resource, amount in ps.requests.items():
+                totals[resource] = totals.get(resource, 0) + amount * ps.count
+        self.totals = totals
+        self.min_member = spec.min_member if spec.min_member is not None else spec.total_pods
+        self.admit_count = 0
+        self.end_time: float | None = None
+        self.lq_key = f"{spec.namespace}/{spec.queue_name}"
+        # Its pods bound to nodes (Engine.update_pod), each with whether it holds node capacity for
+        # the gang (``held``): bound while the gang was admitted. One bound before the admission
+        # (a JobSet that arrived unsuspended) uses its node like any other pod.
+        self.pods: dict[str, bool] = {}
+        # Gangs this one preempted (see Engine._reservation): their capacity is promised to it.
+        self.victims: tuple[str, ...] = ()
+        # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
+        self.choices: tuple[int, str, FlavorOptions] | None = None
+        # (config version, ClusterQueue name, per flavor option the flavor-resources it needs
+        # more of than the queue's nominal quota; None if some option needs none): see
+        # Engine._kept_out.
+        self.beyond: tuple[int, str, tuple[tuple[FlavorResource, ...], ...] | None] | None = None
+        # After a failed node check of a one-pod-set gang: see NodeMark.
+        self.node_mark: NodeMark | None = None
+        # Its last placement that fitted every pod: see Engine._place.
+        self.placement: Placed | None = None
 
-    def __init__(self, resources: tuple[str, ...]) -> None:
-        self.resources = resources
-        self.indexes = [_TotalsIndex() for _ in resources]  # in ``resources`` order
-        self.vectors: dict[OrderKey, tuple[int, ...]] = {}
+    @property
+    def priority(self) -> int:
+        return self.spec.priority
 
-    def __len__(self) -> int:
-        return len(self.vectors)
+    @property
+    def creation_time(self) -> float:
+        return self.spec.creation_time
 
-    def add(self, key: OrderKey, totals: dict[str, int]) -> None:
-        vector = self.vectors[key] = tuple(_shared(totals[r]) for r in self.resources)
-        for i, index in enumerate(self.indexes):
-            index.add(vector[i], key, vector)
+    def set_queue_ts(self, ts: float) -> None:
+        self.queue_ts = ts
+        self.order_key = (-self.spec.priority, ts, self.seq, self.key)
 
-    def remove(self, key: OrderKey) -> None:
-        vector = self.vectors.pop(key)
-        for i, index in enumerate(self.indexes):
-            index.remove(vector[i], key)
-
-    def fitting(self, bound: dict[str, int], short: list[tuple[str, int]] | None = None) -> list[OrderKey]:
-        """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
-
-        The resource that leaves the fewest gangs selects them from its sorted index; the others
-        filter that selection exactly. When none fits, ``short`` (if given) gets a resource that
-        every gang needs more of than ``bound`` allows and the least total of it, or ("", 0) when
-        no one resource rules them all out.
-        """
-        # Each list's ends first: a resource whose smallest total exceeds its limit rules every
-        # gang out, and one whose largest total is within it rules none out (memory, with quota
-        # to spare): only the others are bisected and filtered. In a deep cluster these lists
-        # are cold, and every comparison of a bisect is a cache miss.
-        selective: list[tuple[int, int, list[int]]] = []
-        resources = self.resources
-        indexes = self.indexes
-        for i in range(len(resources)):
-            totals = indexes[i].totals
-            if not totals:
-                return []
-            limit = bound.get(resources[i], 0)
-            if totals[0] > limit:
-                if short is not None:
-                    short.append((resources[i], totals[0]))
-                return []
-            if totals[-1] > limit:
-                selective.append((i, limit, totals))
-        if not selective:
-            return list(self.vectors)
-        best_count = -1
-        best = 0
-        for i, limit, totals in selective:
-            count = bisect_right(totals, limit)
-            if best_count < 0 or count < best_count:
-                best_count, best = count, i
-        keys = indexes[best].keys
-        if len(selective) == 1:
-            return keys[:best_count]
-        vectors = indexes[best].vectors
-        out: list[OrderKey] = []
-        for j in range(best_count):
-            vector = vectors[j]
-            for i, limit, _ in selective:
-                if vector[i] > limit:
-                    break
-            else:
-                out.append(keys[j])
-        if not out and short is not None:
-            short.append(("", 0))
-        return out
-
-    def min_total(self, resource: str) -> int | None:
-        """The smallest total of ``resource`` among these gangs (None: they do not request it)."""
-        for i, r in enumerate(self.resources):
-            if r == resource:
-                totals = self.indexes[i].totals
-                return totals[0] if totals else None
-        return None
+    def hold(self, node: str, requests: dict[str, int], count: int) -> None:
+        """Record ``count`` pods of ``requests`` held on ``node`` (negative releases)."""
+        held = self.held.setdefault(node, {})
+        for resource, amount in requests.items():
+            held[resource] = held.get(resource, 0) + amount * count
+        if all(v == 0 for v in held.values()):
+            del self.held[node]
 
 
 class ClusterQueueState:
@@ -251,7 +248,7 @@ class ClusterQueueState:
         # Queued gangs grouped by the resources they request, each group indexed by its demand of
         # each resource, so "which queued gangs could fit what is available?" is answered without
         # trying them.
-        self.demand: dict[tuple[str, ...], _DemandClass] = {}
+        self.demand: dict[tuple[str, ...], DemandClass] = {}
         self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
         self.demand_adds = 0  # bumped whenever a gang joins it
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
@@ -317,7 +314,7 @@ class ClusterQueueState:
         signature = tuple(sorted(totals))
         demand = self.demand.get(signature)
         if demand is None:
-            demand = self.demand[signature] = _DemandClass(signature)
+            demand = self.demand[signature] = DemandClass(signature)
         if add:
             demand.add(wl.order_key, totals)
         else:
@@ -335,7 +332,7 @@ class ClusterQueueState:
         filter. A gang not in the list needs more of some resource than every bound allows.
         ``short`` (if given) gets, per group and bound that no gang of the group fits, (index of
         the bound, a resource that every gang of the group needs more of, the least total of it),
-        with resource "" when no one resource rules them all out (see _DemandClass.fitting).
+        with resource "" when no one resource rules them all out (see DemandClass.fitting).
         """
         out: list[OrderKey] = []
         matched = 0  # bounds that matched some gang: a gang may fit several of them

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangq.core import ClusterQueueSpec, PodSetSpec, WorkloadSpec
-from gangq.core.queue import ClusterQueueState
+from gangq.core.demand import OrderKey
+from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaNode
-from gangq.core.workload import OrderKey, Workload
 
 GPU = "nvidia.com/gpu"
 RESOURCES = ("cpu", "memory", GPU)
@@ -72,7 +72,7 @@ def test_candidates_match_the_brute_force_reading(
             short: list[tuple[int, str, int]] = []
             assert cq.candidates(limits, short) == _reference(queued, limits)
             if not _reference(queued, limits) and all(resource for _, resource, _ in short):
-                # What Engine._note_classes_short relies on: for every gang and every bound, one
+                # What IncrementalRetry.note_classes_short relies on: for every gang and every bound, one
                 # entry names a resource the gang needs more of than the bound allows.
                 for wl in queued.values():
                     for i, bound in enumerate(limits):

@@ -25,7 +25,7 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
     """What a retry of every ClusterQueue at ``now`` would admit (on a copy of ``e``)."""
     probe = copy.deepcopy(e)
     for cq in probe.cluster_queues.values():
-        probe._request_retry(cq)
+        probe.s.request_retry(cq)
     return [d.workload for d in probe.schedule(now) if isinstance(d, Admission)]
 
 

@@ -1,5 +1,5 @@
 """A queue whose gangs wait for nodes is retried when capacity comes free in a pool those gangs
-could use, not on every release anywhere in the cluster (Engine._capacity_freed_nodes)."""
+could use, not on every release anywhere in the cluster (IncrementalRetry.skips_node_wait)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,29 @@ from typing import Any
 
 from gangq.core import EngineConfig, NodeSpec
 from gangq.core.engine import Engine
+from gangq.core.retry import IncrementalRetry
 
 from .builders import GPU, add_nodes, add_queue, admitted, gang, quota
 
 
-class RetryCountingEngine(Engine):
+class NodeRetryCounting(IncrementalRetry):
     """Counts the retries of each ClusterQueue that only freed nodes asked for."""
 
-    def __init__(self, config: EngineConfig) -> None:
-        super().__init__(config)
+    def __init__(self) -> None:
         self.node_retries: dict[str, int] = {}
 
-    def _node_retry(self, cq: Any, ctx: Any) -> bool:
+    def node_retry(self, cq: Any, ctx: Any) -> bool:
         self.node_retries[cq.name] = self.node_retries.get(cq.name, 0) + 1
-        return super()._node_retry(cq, ctx)
+        return super().node_retry(cq, ctx)
+
+
+class RetryCountingEngine(Engine):
+    """The engine with :class:`NodeRetryCounting` as its retry policy."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        policy = NodeRetryCounting()
+        super().__init__(config, retry=policy)
+        self.node_retries = policy.node_retries
 
 
 def _cluster() -> RetryCountingEngine:
@@ -179,7 +188,7 @@ def _starving_head_deleted(engine_class: type[Engine]) -> list[str]:
 
 
 def test_deleting_a_starving_head_lets_the_gangs_it_held_back_pass() -> None:
-    """The held-back gangs were skipped without a retry of their own (Engine._fails_again): the
+    """The held-back gangs were skipped without a retry of their own (IncrementalRetry.fails_again): the
     head's leaving retries its queue (Engine._unqueue), or small would wait for an unrelated
     event."""
     assert _starving_head_deleted(Engine) == ["small"]

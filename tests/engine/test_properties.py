@@ -29,6 +29,7 @@ from gangq.core import (
     ResourceQuota,
     WorkloadSpec,
 )
+from gangq.core.retry import FullRetry
 
 GPU = "nvidia.com/gpu"
 FLAVORS = ("a", "b")
@@ -292,27 +293,12 @@ def test_same_events_same_decisions(
 
 
 class UnfilteredEngine(Engine):
-    """The engine with every retry shortcut off: a retry tries every inadmissible gang in full, and
-    freed capacity retries every queue waiting on nodes, whatever pool it came free in."""
+    """The engine with every retry shortcut off (:class:`~gangq.core.retry.FullRetry`): a retry
+    tries every inadmissible gang in full, and freed capacity retries every queue waiting on nodes,
+    whatever pool it came free in."""
 
-    def _fails_again(self, cq, wl, ctx):  # type: ignore[no-untyped-def]
-        return False
-
-    def _retry_after_release(self, cq):  # type: ignore[no-untyped-def]
-        self._retry_tree(cq)
-
-    def _best_effort_cursor(self, cq, retry, ctx):  # type: ignore[no-untyped-def]
-        return cq.cursor(include_inadmissible=retry)
-
-    def _node_retry(self, cq, ctx):  # type: ignore[no-untyped-def]
-        return False
-
-    def _still_short(self, cq, claims):  # type: ignore[no-untyped-def]
-        return False
-
-    def _pools_freed(self):  # type: ignore[no-untyped-def]
-        super()._pools_freed()
-        return None  # every queue waiting on nodes, whatever pool capacity came free in
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        super().__init__(config, retry=FullRetry())
 
 
 def _admissions_and_evictions(
@@ -381,7 +367,7 @@ def _with_cpu_only_gangs(
 ) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
     """``world`` with tight CPU quotas and gangs that request no GPUs at all, most of them with one
     pod set: a queue then holds groups of gangs short of different resources (see
-    Engine._note_classes_short). After the first 100 events, two in three submissions are left
+    IncrementalRetry.note_classes_short). After the first 100 events, two in three submissions are left
     out: a gang that joins a queue ends its screen, and the screens should get to last. The
     first two queues are BestEffortFIFO and may not preempt, as a screen requires. Its own random
     stream, so the world's other events stay as they are."""
@@ -482,7 +468,7 @@ def test_a_head_displaced_by_a_new_gang_gets_its_queue_a_full_retry() -> None:
     """World 136 at 60 s: q0's starving head w10 held back w18; w24 (priority 2) arrived, failed
     and took w10's place without having waited. Freed node capacity then retried q0, and the node
     retry looked only at the gangs that had failed the node check, not at w18, which trying every
-    gang admitted (see Engine._retry_walks_candidates)."""
+    gang admitted (see IncrementalRetry.walks_candidates)."""
     shortcuts, unfiltered = _admissions_and_evictions(
         _with_cpu_only_gangs(_random_world(136), 136), starvation_timeout=60
     )
@@ -494,7 +480,7 @@ def test_a_gang_behind_a_head_that_a_lender_keeps_out_is_tried() -> None:
     back, so gangs behind w35 that would not delay it could pass. The retry skipped w28 as held
     back, asking for no retry: a head that holds its queue retries it when admitted, but this one
     held nothing for sure. Tried, w28 failed the node check, so freed nodes retried q1, which
-    then admitted three gangs (see Engine._fails_again)."""
+    then admitted three gangs (see IncrementalRetry.fails_again)."""
     shortcuts, unfiltered = _admissions_and_evictions(
         _with_cpu_only_gangs(_random_world(466), 466), starvation_timeout=40
     )
@@ -626,7 +612,7 @@ def test_retry_shortcuts_change_no_decision_with_runtime_limits(seed: int) -> No
 @pytest.mark.parametrize(("seed", "timeout", "limits"), [(7, 40.0, 0.0), (281, 60.0, 0.5)])
 def test_retry_shortcuts_change_no_decision_when_claims_give_way(seed: int, timeout: float, limits: float) -> None:
     """Worlds with CPU-only gangs in which a claim gives way to another claimant's gang (see
-    Engine._reclaimer_for). In world 281 (runtime limits on half the gangs, 60 s) the queue
+    Claims.reclaimer_for). In world 281 (runtime limits on half the gangs, 60 s) the queue
     whose claim gave way claimed through a second gang, a new head, and the retry's check of
     whether any claim gave way looked only at the first: the engine that tries every gang
     admitted the claimant's gang, and the retry never tried it. World 7 at 40 s found, under a

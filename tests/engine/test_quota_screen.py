@@ -1,7 +1,7 @@
 """A queue retried only because other queues of its cohort gave quota back (or ended a claim on
-lent quota) is skipped while that cannot make any of its gangs fit (Engine._still_short), and
+lent quota) is skipped while that cannot make any of its gangs fit (IncrementalRetry.still_short), and
 retried in full as soon as it could; a head's reservation works out the older heads'
-reservations only for a flavor option that fits (Engine._reservation)."""
+reservations only for a flavor option that fits (Reservations.reservation)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,40 @@ from typing import Any
 
 from gangq.core import EngineConfig, PodSetSpec, WorkloadSpec
 from gangq.core.engine import Engine
+from gangq.core.retry import IncrementalRetry
 
 from .builders import GPU, add_nodes, add_queue, admitted, gang, quota
 
 
-class CountingEngine(Engine):
+class CountingRetry(IncrementalRetry):
     """Counts the retry screens (what a queue could take) per ClusterQueue."""
 
-    def __init__(self, config: EngineConfig) -> None:
-        super().__init__(config)
+    def __init__(self) -> None:
         self.screens: dict[str, int] = {}
 
-    def _candidate_bounds(self, cq: Any, ctx: Any) -> Any:
+    def candidate_bounds(self, cq: Any, ctx: Any) -> Any:
         self.screens[cq.name] = self.screens.get(cq.name, 0) + 1
-        return super()._candidate_bounds(cq, ctx)
+        return super().candidate_bounds(cq, ctx)
+
+
+class UnscreenedRetry(CountingRetry):
+    def still_short(self, cq: Any, claims: Any) -> bool:
+        return False
+
+
+class CountingEngine(Engine):
+    """The engine with :class:`CountingRetry` as its retry policy."""
+
+    policy_class: type[CountingRetry] = CountingRetry
+
+    def __init__(self, config: EngineConfig) -> None:
+        policy = self.policy_class()
+        super().__init__(config, retry=policy)
+        self.screens = policy.screens
 
 
 class UnscreenedEngine(CountingEngine):
-    def _still_short(self, cq: Any, claims: Any) -> bool:
-        return False
+    policy_class = UnscreenedRetry
 
 
 def _cohort(engine_class: type[CountingEngine]) -> CountingEngine:
@@ -205,7 +220,7 @@ def _older_head(pods: int) -> tuple[CountingEngine, Any]:
         e.finish(f"ns/{key}", 3.0)
     old, big = e.workloads["ns/old"], e.workloads["ns/big"]
     assert e.cluster_queues["a"].head() is old and e.cluster_queues["b"].head() is big
-    e._reservations.clear()
+    e.reservations.cache.clear()
     return e, big
 
 
@@ -213,17 +228,17 @@ def test_a_head_that_a_lender_claims_back_from_does_not_work_out_older_heads_res
     """old (16 cpus) fits a's own quota: a claims it back, so big cannot be admitted now and
     the older head's reservation, which matters only if it could, is not worked out."""
     e, big = _older_head(16)
-    info = e._reservation(big, 3.0)
+    info = e.reservations.reservation(big, 3.0)
     assert info.time is None and not info.never
-    assert set(e._reservations) == {"ns/big"}
+    assert set(e.reservations.cache) == {"ns/big"}
 
 
 def test_a_head_that_fits_works_out_older_heads_reservations() -> None:
     """old (17 cpus) is more than a's own quota, so a claims nothing back: big fits, and
     whether old's reservation holds it back is worked out."""
     e, big = _older_head(17)
-    e._reservation(big, 3.0)
-    assert "ns/old" in e._reservations
+    e.reservations.reservation(big, 3.0)
+    assert "ns/old" in e.reservations.cache
 
 
 def _cpu_gang(key: str, queue: str, cpus: int, t: float = 0.0) -> WorkloadSpec:

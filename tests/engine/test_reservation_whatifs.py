@@ -1,5 +1,5 @@
 """Working out a head's reservation places it on the nodes once when the older heads in its scope
-have their reservations at hand (Engine._fits_and_held_back), and answers as the longer way does."""
+have their reservations at hand (Reservations.fits_and_held_back), and answers as the longer way does."""
 
 from __future__ import annotations
 
@@ -7,21 +7,33 @@ from typing import Any
 
 from gangq.core import EngineConfig
 from gangq.core.engine import Engine
+from gangq.core.placement import Placement
 
 from .builders import add_nodes, add_queue, admitted, gang, quota
 
 
-class WhatIfCountingEngine(Engine):
+class WhatIfCounting(Placement):
     """Records the gang of every what-if node placement (outside a scheduling cycle's tries)."""
+
+    def __init__(self, placement: Placement) -> None:
+        super().__init__(placement.s)
+        self.whatifs: list[str] = []
+
+    def place(self, wl: Any, a: Any, ctx: Any) -> Any:
+        if ctx is None:
+            self.whatifs.append(wl.key)
+        return super().place(wl, a, ctx)
+
+
+class WhatIfCountingEngine(Engine):
+    """The engine with :class:`WhatIfCounting` as the placement its rule modules ask."""
 
     def __init__(self, config: EngineConfig) -> None:
         super().__init__(config)
-        self.whatifs: list[str] = []
-
-    def _place(self, wl: Any, a: Any, ctx: Any) -> Any:
-        if ctx is None:
-            self.whatifs.append(wl.key)
-        return super()._place(wl, a, ctx)
+        counting = WhatIfCounting(self.placement)
+        for module in (self, self.claims, self.reservations, self.retry, self.preemption, self.attempt, self.reasons):
+            module.placement = counting  # type: ignore[misc]
+        self.whatifs = counting.whatifs
 
 
 def _cohort() -> WhatIfCountingEngine:
@@ -50,21 +62,21 @@ def test_a_head_with_the_older_reservations_at_hand_is_placed_once() -> None:
     # hb became its queue's protected head after ha's reservation was worked out, so that one is
     # out of date (a reservation is cached until capacity or a protected head changes): at hand
     # again once worked out anew.
-    assert e._cached_reservation(e.workloads["ns/ha"], 20) is None
-    e._reservation(e.workloads["ns/ha"], 20)
-    assert e._cached_reservation(e.workloads["ns/ha"], 20) is not None
-    e._reservations.pop("ns/hb", None)
+    assert e.reservations.cached(e.workloads["ns/ha"], 20) is None
+    e.reservations.reservation(e.workloads["ns/ha"], 20)
+    assert e.reservations.cached(e.workloads["ns/ha"], 20) is not None
+    e.reservations.cache.pop("ns/hb", None)
     e.whatifs.clear()
-    info = e._reservation(e.workloads["ns/hb"], 20)
+    info = e.reservations.reservation(e.workloads["ns/hb"], 20)
     assert e.whatifs == ["ns/hb"]  # fits, and is held back by ha: one placement for both
     assert info.time is None and not info.never
 
 
 def test_a_head_whose_older_reservations_must_be_worked_out_answers_the_same() -> None:
     e = _cohort()
-    e._reservations.clear()
+    e.reservations.cache.clear()
     e.whatifs.clear()
-    info = e._reservation(e.workloads["ns/hb"], 20)
+    info = e.reservations.reservation(e.workloads["ns/hb"], 20)
     # hb placed to learn that it fits, ha's reservation worked out (ha does not fit the quota, so
     # it is never placed), then hb placed again to hold its place while ha's is checked.
     assert e.whatifs == ["ns/hb", "ns/hb"]

@@ -256,14 +256,14 @@ def test_pending_update_only_when_the_reason_changes_and_no_busy_retry() -> None
     first = e.schedule(1)
     assert any(getattr(d, "workload", "") == "ns/wait" and d.reason == "InsufficientQuota" for d in first)  # type: ignore[union-attr]
     calls = 0
-    original = e._try
+    original = e.attempt.try_gang
 
-    def counting(*args: object) -> int:
+    def counting(*args: object) -> object:
         nonlocal calls
         calls += 1
         return original(*args)  # type: ignore[arg-type]
 
-    e._try = counting  # type: ignore[method-assign]
+    e.attempt.try_gang = counting  # type: ignore[method-assign,assignment]
     assert e.schedule(2) == []
     assert e.schedule(3) == []
     assert calls == 0, "nothing changed, so nothing may be retried"
@@ -749,9 +749,9 @@ def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_clai
     e.submit(gang("h", "b", 1, 2, t=2), 2)
     assert admitted(e.schedule(2)) == []
     h = e.workloads["ns/h"]
-    assert "reclaiming" in h.message and e._reservation(h, 3).claimed
+    assert "reclaiming" in h.message and e.reservations.reservation(h, 3).claimed
     e.finish("ns/a1", 3)  # deleted while it waits
-    assert not e._reservation(h, 3).claimed
+    assert not e.reservations.reservation(h, 3).claimed
     assert admitted(e.schedule(3)) == ["h"]
 
 

@@ -1,0 +1,263 @@
+"""Trying one gang: its flavor options in order, each charged and placed in a what-if, admitted if
+no lender's claim and no older head's reservation stands in its way; otherwise preemption, once
+per queue per cycle, or the reason it waits.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from gangq.core.claims import Claims
+from gangq.core.decisions import (
+    Admission,
+    PodSetAssignment,
+)
+from gangq.core.flavors import (
+    BORROW,
+    FIT,
+    PREEMPT,
+    Assignment,
+)
+from gangq.core.placement import Placement, node_reason
+from gangq.core.preemption import Preemption
+from gangq.core.queue import ClusterQueueState, NodeMark, Workload
+from gangq.core.reservations import Reservation, Reservations
+from gangq.core.scratch import CycleScratch
+from gangq.core.state import EngineState
+from gangq.core.statement import Statement
+
+
+class Outcome(IntEnum):
+    """How a try of one gang ended."""
+
+    ADMITTED = 0
+    FAILED = 1  # it waits; the queue goes on
+    STOP = 2  # it waits, and its StrictFIFO queue stops for the cycle
+
+
+class Attempt:
+    """Try, place and admit one gang."""
+
+    def __init__(
+        self,
+        state: EngineState,
+        placement: Placement,
+        claims: Claims,
+        reservations: Reservations,
+        preemption: Preemption,
+    ) -> None:
+        self.s = state
+        self.placement = placement
+        self.claims = claims
+        self.reservations = reservations
+        self.preemption = preemption
+
+    def try_gang(self, cq: ClusterQueueState, wl: Workload, ctx: CycleScratch) -> Outcome:
+        """Try to admit ``wl`` now; on failure record why. Returns Outcome.ADMITTED, Outcome.FAILED or Outcome.STOP."""
+        # A protected head stays protected while it is tried: the quota it claims back stays
+        # claimed for the reservations worked out meanwhile (other heads' scopes), as it does for
+        # the cycle's gangs. Dropped, another queue's head seemed able to borrow it and fit now,
+        # and gangs behind that head passed it, depending on whose try worked its reservation out.
+        was_head = cq.protected_head is wl
+        cands = self.placement.assignments(cq, wl)
+        if cands.never_fits:
+            self.s.set_reason(wl, "NeverFits", cands.message)
+            return Outcome.STOP if cq.strict else Outcome.FAILED
+        nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+        quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
+        node_failure = ""
+        # A mark from an earlier node check stays sound until a new one replaces it (see NodeMark).
+        freed_seq = self.s.nodes.freed_seq
+        shortfall = 0
+        node_checked: set[int] = set()  # options whose node check failed
+        blocked_by: Workload | None = None
+        reclaimer: Workload | None = None
+        # Every option that fits the quota is tried, also after a reservation held the gang back
+        # in one: another may fit its own quota and delay nobody. The search used to stop at the
+        # first such option, and three heads held each other on an idle cluster (random world 3
+        # at 40 s: q0's head fitted its own quota in flavor b, but was held back in flavor a by
+        # q1's starving head, which waited for q2's, which q0's claim on b kept out).
+        for a in quota_ok:
+            if a.borrowing:
+                claimer = self.claims.reclaimer(cq, wl, a, ctx)
+                if claimer is not None:
+                    # Kept when a later option fails otherwise: the gang did not lack capacity
+                    # only, and may fit later in the cycle, once the lender's gang is admitted.
+                    reclaimer = claimer
+                    continue
+            in_scope = self.reservations.holding_heads(cq, wl, a, ctx)
+            stmt = Statement(self.s.quota, self.s.nodes)
+            self.s.charge(wl, cq, a.usage)
+            why = ""
+            placement: dict[tuple[int, str], int] = {}
+            placed = 0
+            if nodes_checked:
+                why, placement, placed = self.placement.place(wl, a, ctx)
+            heads: list[tuple[Workload, Reservation]] = []
+            if not why and in_scope:
+                # The heads' reservations are computed without this gang: most gangs fail before
+                # this point, so they are worked out only now, after undoing and then redoing the
+                # gang's charge and placement (deterministic) if one is not cached.
+                cached = [self.reservations.cached(h, ctx.now) for h in in_scope]
+                if all(info is not None for info in cached):
+                    heads = [(h, info) for h, info in zip(in_scope, cached, strict=True) if info is not None]
+                else:
+                    stmt.discard()
+                    heads = [(h, self.reservations.reservation(h, ctx.now)) for h in in_scope]
+                    stmt = Statement(self.s.quota, self.s.nodes)
+                    self.s.charge(wl, cq, a.usage)
+                    if nodes_checked:
+                        why, placement, placed = self.placement.place(wl, a, ctx)
+            if not why:
+                blocked_by = self.reservations.blocks(heads, wl, ctx.now)
+                if blocked_by is None:
+                    stmt.commit()
+                    self.admit(cq, wl, a, placement, ctx, was_head)
+                    return Outcome.ADMITTED
+            stmt.discard()
+            if why:
+                if not node_failure:
+                    node_failure = why
+                short = wl.min_member - placed
+                shortfall = short if not shortfall else min(shortfall, short)
+                node_checked.add(a.index)
+        if blocked_by is not None:
+            self.s.set_reason(
+                wl, "BlockedByReservation", self.reservations.blocked_message(blocked_by, ctx.now), blocked_by
+            )
+            if node_failure:
+                # Another option failed the node check: freed nodes alone may let it in there, out
+                # of the holding head's way. Only the holder's admission or leave retried it.
+                self.s.wait_for_nodes(cq, wl, None)
+            self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
+            if self.s.limited or not self.reservations.starving(blocked_by, ctx.now):
+                # Its reservation may change with any capacity change. A starving head without
+                # a reservation time (no runtime limits anywhere) holds this gang back until it
+                # is admitted or leaves, and either retries its cohort tree, or until it chooses
+                # victims (see _retry_others_held).
+                self.s.waiting_reservation[cq.name] = None
+            elif cq.protected_head is wl and self.s.may_preempt(cq):
+                # Whether it fits, so whether it may preempt, changes with the capacity others
+                # take: see _retry_held_heads.
+                self.s.held_heads[cq.name] = None
+            return Outcome.STOP if cq.strict else Outcome.FAILED
+        if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
+            self.s.set_reason(wl, "InsufficientQuota", self.claims.claim_message(reclaimer), reclaimer)
+            self.reservations.note_head(cq, wl, ctx, True)
+            if cq.protected_head is wl and self.s.may_preempt(cq):
+                # An admission may make the claim give way (its gang can no longer fit, see
+                # _stuck_claimants), and then this head may preempt: see _retry_held_heads.
+                self.s.held_heads[cq.name] = None
+            return Outcome.STOP if cq.strict else Outcome.FAILED
+        # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
+        target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
+        if target is None and quota_ok and node_failure:
+            target = quota_ok[0]
+        if target is not None and cq.name not in ctx.preempted_in and self.s.may_preempt(cq):
+            ctx.preempted_in.add(cq.name)
+            victims = self.preemption.victims_suffice(cq, wl, cands, nodes_checked, ctx)
+            if victims is None:
+                victims = self.preemption.find_victims(cq, wl, target, nodes_checked, ctx)
+            if victims is not None:
+                self.preemption.preempt(cq, wl, victims, ctx)
+                return Outcome.STOP if cq.strict else Outcome.FAILED
+        self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
+        if reclaimer is None:
+            ctx.capacity_failed.add(wl.key)  # it lacked quota or nodes, not a lender's leave
+        pool_ids: frozenset[int] | None = None  # the pools its pods could go to (None: not known)
+        if node_failure and len(wl.spec.pod_sets) == 1 and shortfall > 0:
+            pool_ids = frozenset(
+                pool.pool_id
+                for a in cands.assignments
+                if a.index in node_checked
+                for _, _, _, pools in self.placement.pod_sets_of(a.choices)
+                for pool in pools
+            )
+            wl.node_mark = NodeMark(
+                freed_seq,
+                shortfall,
+                (self.s.config_version, cq.name),
+                frozenset(node_checked),
+                pool_ids,
+                self.s.nodes.version,
+            )
+        if node_failure:
+            # Freed nodes alone may let it in, through the option that failed the node check,
+            # even when another option lacks quota (and names the reason): a gang that failed
+            # nodes in one flavor and quota in the next waited for an unrelated event.
+            self.s.wait_for_nodes(cq, wl, pool_ids)
+        if node_failure and not any(a.mode == PREEMPT for a in cands.assignments):
+            self.s.set_reason(wl, node_reason(node_failure), node_failure)
+        else:
+            self.s.set_reason(wl, "InsufficientQuota", cands.message or node_failure)
+        return Outcome.STOP if cq.strict else Outcome.FAILED
+
+    def admit(
+        self,
+        cq: ClusterQueueState,
+        wl: Workload,
+        a: Assignment,
+        placement: dict[tuple[int, str], int],
+        ctx: CycleScratch,
+        was_head: bool,
+    ) -> None:
+        now = ctx.now
+        wl.state = "Admitted"
+        wl.placement = None
+        wl.victims = ()
+        wl.usage = dict(a.usage)
+        wl.planned = dict(placement)
+        wl.held = {}
+        for (index, node_name), count in placement.items():
+            wl.hold(node_name, wl.spec.pod_sets[index].requests, count)
+        wl.admitted_at = now
+        wl.admit_count += 1
+        wl.running = 0
+        wl.pods_ready = False
+        wl.reason = "Pending"
+        wl.message = f"admitted by ClusterQueue {cq.name!r}" + (" (borrowing)" if a.borrowing else "")
+        wl.cites = None
+        self.s.cited_role_may_end(wl)
+        cq.admitted[wl.key] = wl
+        cq.admitted_total += 1
+        if was_head:
+            # Its claims on lent quota and its reservation end: others may borrow or pass now.
+            self.s.request_retry(cq)
+            self.s.retry_others(cq)
+        else:
+            head = cq.head()
+            if head is not None:
+                # The quota it took may leave the head's need beyond the unused nominal quota:
+                # that claim ends (see _add_claims), and the queues it kept from borrowing retry.
+                node = cq.node
+                usage, nominal = node.usage, node.nominal
+                if any(
+                    amount > 0
+                    and fr in nominal
+                    and (need := head.totals.get(fr[1], 0))
+                    and usage.get(fr, 0) - amount + need <= nominal[fr] < usage.get(fr, 0) + need
+                    for fr, amount in a.usage.items()
+                ):
+                    self.s.retry_others(cq)
+        self.reservations.cache.pop(wl.key, None)
+        self.reservations.promised.pop(wl.key, None)
+        if wl.spec.runtime_limit is not None:
+            wl.end_time = now + wl.spec.runtime_limit
+            self.s.running_by_end.add((wl.end_time, wl.seq, wl.key))
+        pod_sets = []
+        by_ps: dict[int, dict[str, int]] = {}
+        for (index, node_name), count in placement.items():
+            by_ps.setdefault(index, {})[node_name] = count
+        for choice in a.choices:
+            ps = choice.pod_set
+            pod_sets.append(
+                PodSetAssignment(
+                    ps.name, ps.count, dict(choice.flavors), dict(ps.requests), by_ps.get(choice.index, {})
+                )
+            )
+        admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage))
+        wl.admission = admission
+        ctx.decisions.append(admission)
+        self.s.version += 1
+        if self.s.config.pods_ready_timeout is not None:
+            self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)

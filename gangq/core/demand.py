@@ -1,0 +1,176 @@
+"""Per-ClusterQueue demand index: queued gangs grouped by the resources they request, each group
+sorted by its gangs' total of each resource, so that "which queued gangs could fit what the queue
+may take?" is answered without trying them (see :meth:`gangq.core.queue.ClusterQueueState.candidates`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from typing import Any
+
+# A gang's place in its queue: (-priority, queue timestamp, sequence number, key). Typed as a
+# plain tuple on purpose: mypyc keeps a fixed-shape tuple type unboxed in locals, so every
+# key read out of a queue, a demand index or a heap would be type-checked field by field and
+# boxed again on the way back (a cache miss per field in a deep queue, and an allocation).
+OrderKey = tuple[Any, ...]
+
+
+def merge_keys(first: Iterator[OrderKey], second: Iterator[OrderKey]) -> Iterator[OrderKey]:
+    """Two ascending streams of distinct queue keys as one, lazily: each stream's next key is
+    drawn only after the previous one was consumed, as :func:`heapq.merge` does (a retry's
+    stream decides its next key from the state that trying the last one left). Not
+    :func:`heapq.merge` itself, which is interpreted code on the scheduling cycle's hot path."""
+    a = next(first, None)
+    b = next(second, None)
+    while a is not None and b is not None:
+        if b < a:
+            yield b
+            b = next(second, None)
+        else:
+            yield a
+            a = next(first, None)
+    while a is not None:
+        yield a
+        a = next(first, None)
+    while b is not None:
+        yield b
+        b = next(second, None)
+
+
+_SHARED_TOTALS: dict[int, int] = {}
+
+
+def _shared(value: int) -> int:
+    """One int object per distinct total: the demand lists of a deep cluster compare totals on
+    every bisect, and a few hundred shared objects stay in cache where one object per gang and
+    resource did not (bounded: the table starts over once it holds 65,536 values)."""
+    shared = _SHARED_TOTALS.get(value)
+    if shared is None:
+        if len(_SHARED_TOTALS) >= 65_536:
+            _SHARED_TOTALS.clear()
+        shared = _SHARED_TOTALS[value] = value
+    return shared
+
+
+class _TotalsIndex:
+    """One resource's index in a demand class: parallel lists sorted by (total, gang key).
+
+    Parallel plain lists rather than one list of (total, key, totals) tuples: a bisect compares
+    bare totals, so it reads the list and a few shared int objects (:func:`_shared`) instead of
+    a tuple and an int per step, each a cache miss in a deep cluster.
+    """
+
+    __slots__ = ("keys", "totals", "vectors")
+
+    def __init__(self) -> None:
+        self.totals: list[int] = []
+        self.keys: list[OrderKey] = []
+        # Each gang's totals of every resource of the class, in the class's order (the filter).
+        self.vectors: list[tuple[int, ...]] = []
+
+    def _position(self, total: int, key: OrderKey) -> int:
+        totals = self.totals
+        lo = bisect_left(totals, total)
+        hi = bisect_right(totals, total, lo)
+        return bisect_left(self.keys, key, lo, hi)
+
+    def add(self, total: int, key: OrderKey, vector: tuple[int, ...]) -> None:
+        i = self._position(total, key)
+        self.totals.insert(i, total)
+        self.keys.insert(i, key)
+        self.vectors.insert(i, vector)
+
+    def remove(self, total: int, key: OrderKey) -> None:
+        i = self._position(total, key)
+        del self.totals[i]
+        del self.keys[i]
+        del self.vectors[i]
+
+
+class DemandClass:
+    """Queued gangs that request the same set of resources, sorted by their total of each.
+
+    Plain sorted lists (bisect in C) rather than SortedList: a filter of a retry bisects every
+    resource's list and copies a prefix, which SortedList does in interpreted code, and this is
+    the retry's hottest step. The price is an O(n) insert, a memmove that stays small until a
+    single ClusterQueue holds tens of thousands of gangs requesting the same resources.
+    """
+
+    __slots__ = ("indexes", "resources", "vectors")
+
+    def __init__(self, resources: tuple[str, ...]) -> None:
+        self.resources = resources
+        self.indexes = [_TotalsIndex() for _ in resources]  # in ``resources`` order
+        self.vectors: dict[OrderKey, tuple[int, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def add(self, key: OrderKey, totals: dict[str, int]) -> None:
+        vector = self.vectors[key] = tuple(_shared(totals[r]) for r in self.resources)
+        for i, index in enumerate(self.indexes):
+            index.add(vector[i], key, vector)
+
+    def remove(self, key: OrderKey) -> None:
+        vector = self.vectors.pop(key)
+        for i, index in enumerate(self.indexes):
+            index.remove(vector[i], key)
+
+    def fitting(self, bound: dict[str, int], short: list[tuple[str, int]] | None = None) -> list[OrderKey]:
+        """The gangs whose total of every resource is at most ``bound`` (missing resources: 0).
+
+        The resource that leaves the fewest gangs selects them from its sorted index; the others
+        filter that selection exactly. When none fits, ``short`` (if given) gets a resource that
+        every gang needs more of than ``bound`` allows and the least total of it, or ("", 0) when
+        no one resource rules them all out.
+        """
+        # Each list's ends first: a resource whose smallest total exceeds its limit rules every
+        # gang out, and one whose largest total is within it rules none out (memory, with quota
+        # to spare): only the others are bisected and filtered. In a deep cluster these lists
+        # are cold, and every comparison of a bisect is a cache miss.
+        selective: list[tuple[int, int, list[int]]] = []
+        resources = self.resources
+        indexes = self.indexes
+        for i in range(len(resources)):
+            totals = indexes[i].totals
+            if not totals:
+                return []
+            limit = bound.get(resources[i], 0)
+            if totals[0] > limit:
+                if short is not None:
+                    short.append((resources[i], totals[0]))
+                return []
+            if totals[-1] > limit:
+                selective.append((i, limit, totals))
+        if not selective:
+            return list(self.vectors)
+        best_count = -1
+        best = 0
+        for i, limit, totals in selective:
+            count = bisect_right(totals, limit)
+            if best_count < 0 or count < best_count:
+                best_count, best = count, i
+        keys = indexes[best].keys
+        if len(selective) == 1:
+            return keys[:best_count]
+        vectors = indexes[best].vectors
+        out: list[OrderKey] = []
+        for j in range(best_count):
+            vector = vectors[j]
+            for i, limit, _ in selective:
+                if vector[i] > limit:
+                    break
+            else:
+                out.append(keys[j])
+        if not out and short is not None:
+            short.append(("", 0))
+        return out
+
+    def min_total(self, resource: str) -> int | None:
+        """The smallest total of ``resource`` among these gangs (None: they do not request it)."""
+        for i, r in enumerate(self.resources):
+            if r == resource:
+                totals = self.indexes[i].totals
+                return totals[0] if totals else None
+        return None

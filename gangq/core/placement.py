@@ -1,0 +1,284 @@
+"""Flavor options and node placement of one gang, and the what-if fit tests built on them.
+
+A gang's flavor options (:mod:`~gangq.core.flavors`) are cached on the gang and shared by gangs of
+the same shape; its pods are placed on the nodes of the flavors an option assigns
+(:class:`~gangq.core.nodes.NodeIndex`). Every "would it fit?" of the other rule modules is asked
+here, inside the caller's :class:`~gangq.core.statement.Statement`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gangq.core.decisions import PendingReason as _PendingReason
+from gangq.core.flavors import (
+    Assignment,
+    Candidates,
+    FlavorOptions,
+    GroupCache,
+    PodSetChoice,
+    assignments,
+    flavor_options,
+)
+from gangq.core.model import (
+    FlavorResource,
+    PodSetSpec,
+)
+from gangq.core.nodes import NodePool
+from gangq.core.queue import ClusterQueueState, NodeMark, Workload
+from gangq.core.scratch import CycleScratch
+from gangq.core.selectors import Toleration
+from gangq.core.state import EngineState
+from gangq.core.statement import Statement
+from gangq.core.units import format_amount
+
+_MAX_SHAPES = 100_000
+
+
+def _pod_set_signature(ps: PodSetSpec) -> tuple[object, ...]:
+    """Everything of a pod set that its flavor options depend on."""
+    return (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.placement_signature())
+
+
+def node_reason(why: str) -> _PendingReason:
+    """The reason code of a failed node check's message (see Placement.place)."""
+    return "InsufficientMinResources" if why.startswith("minResources") else "InsufficientNodes"
+
+
+class Placement:
+    """Flavor options, node placement and fit tests of gangs."""
+
+    def __init__(self, state: EngineState) -> None:
+        self.s = state
+        # key -> (config version, ClusterQueue, the usage of each flavor option it could ever get)
+        self.reachable: dict[str, tuple[tuple[int, int], str, tuple[Mapping[FlavorResource, int], ...]]] = {}
+        # Flavor options shared by the gangs of a queue that have the same pod sets (see options).
+        self.shapes: dict[tuple[object, ...], FlavorOptions] = {}
+        self.groups: GroupCache = {}  # see flavor_options
+
+    def options(self, cq: ClusterQueueState, wl: Workload) -> FlavorOptions:
+        """The gang's flavor options in ``cq`` (cached on the gang until the specs change).
+
+        Gangs with equal pod sets, in queues with the same flavors, share one FlavorOptions: a
+        deep queue holds many gangs of few shapes, and the options (with their usage per
+        flavor-resource) are read on every retry screen, so sharing keeps the engine's working
+        set small.
+        """
+        cached = wl.choices
+        if cached is None or cached[0] != self.s.config_version or cached[1] != cq.name:
+            signatures = tuple(_pod_set_signature(ps) for ps in wl.spec.pod_sets)
+            shapes = self.shapes
+            # Keyed on the queue's flavor layout, not its name: queues with the same resource
+            # groups and flavors (a platform's per-team queues) share options too. Options
+            # that can never match name the ClusterQueue in their reason, so they do not.
+            options = shapes.get((cq.layout, signatures))
+            if options is None:
+                options = shapes.get((cq.name, signatures))
+            if options is None:
+                if len(shapes) >= _MAX_SHAPES:
+                    shapes.clear()  # caches: shapes of gangs long gone must not pile up
+                    self.groups.clear()
+                options = flavor_options(cq.spec, self.s.flavors, wl.spec.pod_sets, self.groups)
+                shapes[(cq.name, signatures) if options.why else (cq.layout, signatures)] = options
+            cached = (self.s.config_version, cq.name, options)
+            wl.choices = cached
+        return cached[2]
+
+    def assignments(self, cq: ClusterQueueState, wl: Workload, messages: bool = True) -> Candidates:
+        return assignments(self.s.quota, cq.node, cq.spec, self.options(cq, wl), messages)
+
+    def pod_sets_of(
+        self, choices: tuple[PodSetChoice, ...]
+    ) -> list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]]:
+        out = []
+        for choice in choices:
+            ps = choice.pod_set
+            labels: dict[str, str] = {}
+            tolerations: list[Toleration] = []
+            for flavor_name in dict.fromkeys(choice.flavors.values()):
+                flavor = self.s.flavors[flavor_name]
+                labels.update(flavor.node_labels)
+                tolerations.extend(flavor.tolerations)
+            pools = self.s.nodes.candidate_pools(labels, tuple(tolerations), ps)
+            out.append((choice.index, ps.requests, ps.count, pools))
+        # Largest pods first: they are the hardest to fit.
+        out.sort(key=lambda item: tuple(-v for _, v in sorted(item[1].items())))
+        return out
+
+    def place(
+        self, wl: Workload, a: Assignment, ctx: CycleScratch | None
+    ) -> tuple[str, dict[tuple[int, str], int], int]:
+        """Node check inside the caller's statement: charge the planned pods, or say why not.
+        Returns (why not, or "", the planned pods per (pod set, node), how many pods were placed).
+
+        A placement that fitted every pod is kept on the gang with the state it was found in
+        (node epoch, no what-if change open): asked again in the same state, it is charged again
+        without a search. A starving head is placed in a what-if (its reservation: does it fit
+        now?) and, when it does, placed again at once by its real attempt; at 100,000 pending
+        that second search was most of what the reservation check cost.
+        """
+        nodes = self.s.nodes
+        state = (nodes.epoch, self.s.config_version, nodes.version, a.index)
+        clean = not nodes.log  # the state is the real one of this epoch
+        known = wl.placement
+        if clean and known is not None and known[0] == state:
+            for node, requests, count in known[1]:
+                nodes.allocate(node, requests, count)
+            return "", dict(known[2]), known[3]
+        pod_sets = self.pod_sets_of(a.choices)
+        placement = nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
+        if placement.placed < wl.min_member:
+            sizes = ", ".join(
+                f"{count}× {{{', '.join(f'{format_amount(r, v)} {r}' for r, v in sorted(req.items()))}}}"
+                for _, req, count, _ in pod_sets
+            )
+            return (
+                (
+                    f"only {placement.placed} of the {wl.min_member} pods needed together fit on nodes of the "
+                    f"assigned flavors ({sizes})"
+                ),
+                {},
+                placement.placed,
+            )
+        if wl.spec.min_resources:
+            pools = {p.pool_id: p for _, _, _, ps in pod_sets for p in ps}
+            free = self.s.nodes.free_in_pools(pools.values())
+            planned: dict[str, int] = {}
+            for (index, _), count in placement.pods.items():
+                for r, v in wl.spec.pod_sets[index].requests.items():
+                    planned[r] = planned.get(r, 0) + v * count
+            for resource, amount in wl.spec.min_resources.items():
+                have = free.get(resource, 0) + planned.get(resource, 0)
+                if have < amount:
+                    return (
+                        (
+                            f"minResources needs {format_amount(resource, amount)} {resource} free on nodes of the "
+                            f"assigned flavors, {format_amount(resource, have)} is"
+                        ),
+                        {},
+                        placement.placed,
+                    )
+        log = nodes.log
+        if clean and log is not None and placement.placed == sum(count for _, _, count, _ in pod_sets):
+            wl.placement = (state, list(log), dict(placement.pods), placement.placed)
+        return "", placement.pods, placement.placed
+
+    def release_in_statement(self, victim: Workload) -> None:
+        """What-if: free a victim's quota and every node capacity it holds."""
+        cq = victim.cq
+        assert cq is not None
+        for fr, amount in victim.usage.items():
+            self.s.quota.add_usage(cq.node, fr, -amount)
+        for node_name, req in victim.held.items():
+            node = self.s.nodes.nodes.get(node_name)
+            if node is not None:
+                self.s.nodes.allocate(node, req, -1)
+
+    def fits(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
+        """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
+        return self.fits_quota(cq, a) and self.fits_nodes(wl, a, nodes_checked)
+
+    def fits_nodes(self, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
+        """Would the pods of ``wl`` with assignment ``a`` fit the nodes now (always, unchecked)?"""
+        if not nodes_checked:
+            return True
+        with Statement(self.s.quota, self.s.nodes):
+            why, _, _ = self.place(wl, a, None)
+        return not why
+
+    def fits_quota(self, cq: ClusterQueueState, a: Assignment) -> bool:
+        """Does the quota available to ``cq`` now take assignment ``a``?"""
+        available = self.s.quota.available
+        node = cq.node
+        return all(amount <= available(node, fr) for fr, amount in a.usage.items())
+
+    def fits_any(self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool) -> bool:
+        """Would any of the gang's candidate assignments fit in the current (what-if) state?"""
+        return any(self.fits(cq, wl, a, nodes_checked) for a in cands.assignments)
+
+    def reachable_options(self, cq: ClusterQueueState, wl: Workload) -> tuple[Mapping[FlavorResource, int], ...]:
+        """The usage of each flavor option of ``wl`` in ``cq`` that it could ever get (nothing
+        beyond the queue's quota potential, pods that empty nodes of its flavors could hold):
+        none if it never fits. From the specs only, so cached until they change (all of them,
+        also those a ``MayStopSearch`` flavor search does not reach now). An option whose pods
+        fit no node counts for nothing: a starving head that could only ever run in a flavor a
+        lender claims held the lender's head back through an option its pods never fit (random
+        world 3 at 40 s), and neither was admitted on an idle cluster."""
+        version = (self.s.config_version, self.s.nodes.spec_version)
+        cached = self.reachable.get(wl.key)
+        if cached is None or cached[0] != version or cached[1] != cq.name:
+            options = self.options(cq, wl)
+            usages = options.usages[:1] if options.single else options.usages
+            potential, node = self.s.quota.potential, cq.node
+            nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+            reachable = (
+                ()
+                if options.why
+                else tuple(
+                    usage
+                    for index, usage in enumerate(usages)
+                    if all(need <= potential(node, fr) for fr, need in usage.items())
+                    and (not nodes_checked or self.option_fits_empty_nodes(wl, options.combos[index]))
+                )
+            )
+            cached = self.reachable[wl.key] = (version, cq.name, reachable)
+        return cached[2]
+
+    def never_fits(self, cq: ClusterQueueState, wl: Workload) -> bool:
+        """Could ``wl`` not fit even an empty cluster (quota potential, node capacity)? From specs
+        only: no flavor option of it is reachable (:meth:`reachable_options`), every option
+        counted, not only those a flavor search lists now. It used to look at the options listed
+        now, and a ``MayStopSearch`` search lists fewer while usage is high: cached, the answer
+        then depended on when it was first asked, and once claims asked it (they end for a gang
+        that never fits) the engine decided otherwise than trying every gang did (random world
+        320 with CPU-only gangs and runtime limits, 60 s)."""
+        return not self.reachable_options(cq, wl)
+
+    def option_fits_empty_nodes(self, wl: Workload, choices: tuple[PodSetChoice, ...]) -> bool:
+        """Could the gang's ``minMember`` pods fit the empty nodes of one flavor option? From the
+        specs only (:meth:`reachable_options` keeps the answer until they change).
+
+        Each pod set's pods must fit the empty nodes node by node, not only in total: a gang of 3
+        pods of 4 GPUs on nodes of 6, 3, 2, 4 and 3 GPUs (18 in all) never fits, and as a
+        starving head it held its queue on an idle cluster (random world 2 with CPU-only gangs)."""
+        pod_sets = self.pod_sets_of(choices)
+        nodes = self.s.nodes
+        placeable = 0  # any minMember pods may be the ones placed, but no more of a pod set than its nodes hold
+        for _, requests, count, pools in pod_sets:
+            pods = nodes.empty_pods(pools, requests)
+            if not pods:
+                return False  # no empty node takes one of its pods
+            placeable += min(count, pods)
+        if placeable < wl.min_member:
+            return False
+        total = nodes.empty_total(p for _, _, _, pools in pod_sets for p in pools)
+        needed: dict[str, int] = {}
+        pods_left = wl.min_member
+        for _, requests, count, _ in pod_sets:
+            take = min(count, pods_left)
+            pods_left -= take
+            for resource, amount in requests.items():
+                needed[resource] = needed.get(resource, 0) + amount * take
+        return all(total.get(r, 0) >= v for r, v in needed.items())
+
+    def mark_holds(self, wl: Workload, mark: NodeMark) -> bool:
+        """Does ``wl``'s node mark still prove that its pods do not fit (see NodeMark)?
+
+        When it does, the mark moves forward: the nodes freed since it was made could take at
+        most ``gain`` of the missing pods, so from now on the gang is ``shortfall - gain`` pods
+        short. Sound: a node not freed again since can only have lost capacity, and one freed
+        again is counted anew. Each check then scans only the nodes freed since the last one,
+        instead of giving up (and trying the gang in full) once many nodes have been freed.
+        """
+        nodes = self.s.nodes
+        gain = nodes.pods_freed_since(
+            mark.freed_seq,
+            wl.spec.pod_sets[0].requests,
+            mark.shortfall,
+            pools=mark.pools if mark.pools_version == nodes.version else None,
+        )
+        if gain is None or gain >= mark.shortfall:
+            return False
+        mark.freed_seq = nodes.freed_seq
+        mark.shortfall -= gain
+        return True

@@ -1,0 +1,101 @@
+"""What the engine works out within one scheduling cycle and keeps until it ends.
+
+Plain slotted records, no rules: the rules that fill them live in :mod:`~gangq.core.claims`
+(the lenders' claims of a cohort tree), :mod:`~gangq.core.retry` (what a queue could take) and
+:mod:`~gangq.core.cycle` (the cycle itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gangq.core.decisions import Decision
+from gangq.core.model import FlavorResource
+from gangq.core.queue import ClusterQueueState, Workload
+from gangq.core.quota import QuotaNode, QuotaTree
+
+
+class TreeClaims(dict[FlavorResource, dict[str, Workload]]):
+    """The reclaim claims of one cohort tree: flavor-resource -> ClusterQueue -> the waiting gang
+    through which that queue claims its lent quota back; ``claimants``, per ClusterQueue that
+    claims anything, that gang (see :meth:`gangq.core.claims.Claims.reclaimer_for`). Within a
+    cycle, claims made after it started are ``late``: whether a claimant's gang is kept out
+    (``kept_out``, per gang) is read from the others. ``yielding``: the ClusterQueues that claim
+    something through a gang that is kept out (None: not worked out since the last claim was
+    added). ``stuck``: the gangs of yielding claims that could not fit the quota when the cycle
+    started."""
+
+    __slots__ = ("claimants", "kept_out", "late", "sealed", "stuck", "yielding")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimants: dict[str, Workload] = {}
+        self.kept_out: dict[str, bool] = {}
+        self.late: set[tuple[FlavorResource, str]] = set()
+        self.sealed = False
+        self.stuck: frozenset[str] = frozenset()
+        self.yielding: set[str] | None = None
+
+
+class AvailableQuota(dict[FlavorResource, int]):
+    """A ClusterQueue's available quota per flavor-resource, computed on first use; with the
+    quota potential and the lenders' claims on what its gangs would borrow, cached the same way."""
+
+    __slots__ = ("node", "potentials", "reclaimers", "tree")
+
+    def __init__(self, tree: QuotaTree, node: QuotaNode) -> None:
+        super().__init__()
+        self.tree = tree
+        self.node = node
+        self.reclaimers: dict[tuple[object, ...], Workload | None] = {}
+        self.potentials: dict[FlavorResource, int] = {}
+
+    def __missing__(self, fr: FlavorResource) -> int:
+        value = self.tree.available(self.node, fr)
+        self[fr] = value
+        return value
+
+    def potential(self, fr: FlavorResource) -> int:
+        value = self.potentials.get(fr)
+        if value is None:
+            value = self.potentials[fr] = self.tree.potential(self.node, fr)
+        return value
+
+
+class CycleScratch:
+    """Per-cycle scratch state."""
+
+    __slots__ = (
+        "admitted",
+        "available",
+        "available_version",
+        "capacity_failed",
+        "claims",
+        "decisions",
+        "failed",
+        "now",
+        "preempted_in",
+        "stopped",
+        "unplaceable",
+    )
+
+    def __init__(self, now: float, decisions: list[Decision]) -> None:
+        self.now = now
+        # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
+        self.available: dict[str, AvailableQuota] = {}
+        self.available_version = (-1, -1)
+        # Request vectors that fit no node of a candidate-pool set this cycle.
+        self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
+        # ClusterQueues whose head already tried preemption this cycle.
+        self.preempted_in: set[str] = set()
+        # StrictFIFO queues that stopped at a head this cycle, and that head.
+        self.stopped: dict[ClusterQueueState, Workload] = {}
+        self.admitted: list[Workload] = []
+        self.failed: list[Workload] = []
+        # Gangs that failed this cycle for lack of quota or nodes, with no lender's claim involved
+        # (see Reservations.holds_nothing_now).
+        self.capacity_failed: set[str] = set()
+        # Per cohort tree (its root): the lenders' claims in force when the cycle starts, and
+        # those made during it; they hold until the cycle ends (see Claims.reclaimer_for).
+        self.claims: dict[QuotaNode, TreeClaims] = {}
+        self.decisions = decisions

@@ -1,0 +1,263 @@
+"""The engine's shared state: what exists, what waits, and the requests between the rule modules.
+
+One :class:`EngineState` per engine. The rule modules (:mod:`~gangq.core.placement`,
+:mod:`~gangq.core.claims`, :mod:`~gangq.core.reservations`, :mod:`~gangq.core.retry`,
+:mod:`~gangq.core.preemption`, :mod:`~gangq.core.attempt`, :mod:`~gangq.core.reasons`,
+:mod:`~gangq.core.cycle`) each hold it and read and change it; the requests they make of each
+other through it (a retry of a queue, a reason for a gang, an eviction) are its methods.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Literal
+
+from gangq.core.chunks import SortedChunks
+from gangq.core.config import EngineConfig
+from gangq.core.decisions import (
+    Decision,
+    Eviction,
+    EvictionReason,
+    PendingReason,
+)
+from gangq.core.model import (
+    CohortSpec,
+    FlavorResource,
+    FlavorSpec,
+    LocalQueueSpec,
+    PodInfo,
+)
+from gangq.core.nodes import NodeIndex
+from gangq.core.queue import ClusterQueueState, Workload
+from gangq.core.quota import QuotaTree
+
+
+class EngineState:
+    """What the engine knows, shared by its rule modules."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.quota = QuotaTree()
+        self.nodes = NodeIndex()
+        self.flavors: dict[str, FlavorSpec] = {}
+        self.cluster_queues: dict[str, ClusterQueueState] = {}
+        self.cohort_specs: dict[str, CohortSpec] = {}
+        self.local_queues: dict[str, LocalQueueSpec] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.seq = 0
+        self.timers: list[tuple[float, int, str, str, int]] = []  # (time, seq, kind, key, token)
+        self.timer_seq = 0
+        self.dirty: dict[str, None] = {}  # ClusterQueues with something to try
+        self.updates: dict[str, None] = {}  # workloads whose pending reason changed
+        # Cited gang (its key) -> the gangs whose pending reason named it (see set_reason), and
+        # the cited gangs that may have stopped being what those reasons say (Reasons.refresh_citations).
+        self.citers: dict[str, dict[str, Workload]] = {}
+        self.cite_ended: dict[str, Workload] = {}
+        self.unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
+        # ClusterQueues with gangs blocked on nodes -> the node pools (ids) that could take their
+        # pods (None: any pool); see Engine._capacity_freed_nodes.
+        self.waiting_nodes: dict[str, frozenset[int] | None] = {}
+        self.freed_seen = 0  # NodeIndex.freed_seq when pools_freed last looked
+        self.freed_pools_version = -1  # NodeIndex.version then (pool ids change with it)
+        self.waiting_reservation: dict[str, None] = {}  # ... with gangs held back by a reservation
+        # Queues that may preempt whose protected head fits but a starving head without a
+        # reservation time holds back, a lender's claim keeps out, or that waits for its victims
+        # to stop (see Reservations.retry_held_heads).
+        self.held_heads: dict[str, None] = {}
+        # Workloads with a runtime limit. While there are none, a reservation has no time: a
+        # starving head holds back its queue until it is admitted (see Reservations.holding_head).
+        self.limited: dict[str, None] = {}
+        self.running_by_end = SortedChunks()  # (end time, seq, key) of bounded runners
+        self.drain: dict[str, None] = {}  # ClusterQueues / LocalQueues to drain next cycle
+        self.version = 0  # bumped on every capacity change (reservation cache key)
+        self.config_version = 0  # bumped on every spec change (flavor-choice cache key)
+        self.protected: dict[str, None] = {}  # ClusterQueues that may have a protected head
+        self.heads_version = 0  # bumped when a queue gets a new protected head
+        # ClusterQueue name -> its heads displaced in this cycle, that still hold the other
+        # queues' gangs back until the cycle ends (see Reservations.heads_in_scope).
+        self.displaced: dict[str, list[Workload]] = {}
+        # Bumped by a change within a cycle that asks for another cycle at once (see Engine.schedule).
+        self.cycle_again = 0
+        self.trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
+
+    def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
+        """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all.
+
+        ``why`` names a change that the retry shortcuts know to be all there is, as long as
+        nothing else asks for the retry before the next cycle: ``"quota"``, quota given back by
+        another queue of ``cq``'s tree or a claim on lent quota that ended (see _still_short);
+        ``"nodes"``, node capacity that came free (see _node_retry).
+        """
+        first = not cq.retry
+        cq.retry = True
+        if not why:
+            cq.node_retry = cq.quota_retry = False
+        elif why == "quota":
+            cq.node_retry = False
+            if first:
+                cq.quota_retry = True
+        elif first:
+            cq.node_retry = cq.quota_retry = True
+        self.dirty[cq.name] = None
+
+    def retry_tree(self, cq: ClusterQueueState) -> None:
+        """Quota came free under ``cq``'s cohort tree: every queue there may admit again."""
+        for other in self.tree_queues(cq):
+            self.request_retry(other)
+
+    def retry_others(self, cq: ClusterQueueState) -> None:
+        """More quota may be available to the other queues of ``cq``'s tree: retry them. Called
+        when ``cq`` releases quota, and when it stops claiming lent quota back for a waiting gang
+        (:meth:`Claims.add_claims`); without the latter, a gang blocked only by the claim ("cannot
+        borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated release.
+        Either way a quota retry (:meth:`IncrementalRetry.still_short` may skip it): a claim that ends raises what
+        a queue may take only where it capped it, and the screen knows those places. As full
+        retries, the end of a head's claims (its admission) retried every other queue of its
+        cohort, and at 100,000 pending 2.5 such retries per admission found no gang to try.
+
+        All of them, without first asking whether one of their gangs could use it: that question
+        is the one a retry asks first anyway (:meth:`IncrementalRetry.candidate_bounds`), at the queue's turn in
+        the cycle, with the cycle's claims already worked out; asked here as well, at every
+        release, for every queue of the cohort, it cost more than the retries it saved (100,000
+        pending: 330 µs per admission with the screen, 300 without; fewer at every size), and
+        its answer could be out of date by the queue's turn. A retry that cannot admit anything
+        ends at its bounds or at its protected head (:meth:`IncrementalRetry.keys`).
+        """
+        for other in self.tree_queues(cq):
+            if other is not cq:
+                self.waiting_reservation.pop(other.name, None)
+                self.request_retry(other, "quota")
+
+    def tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
+        """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
+        root = cq.node.root()
+        if root is cq.node:
+            return [cq]
+        queues = self.trees.get(root.name)
+        if queues is None:
+            queues = [
+                c for n in self.quota.tree_cluster_queues(root) if (c := self.cluster_queues.get(n.name)) is not None
+            ]
+            self.trees[root.name] = queues
+        return queues
+
+    def other_heads(self, cq: ClusterQueueState) -> Iterator[tuple[ClusterQueueState, Workload]]:
+        """The protected heads of the other queues in ``cq``'s cohort tree."""
+        if not self.protected:
+            return
+        for other in self.tree_queues(cq):
+            if other is cq or other.protected_head is None:
+                continue
+            head = other.head()
+            if head is not None:
+                yield other, head
+
+    def set_reason(self, wl: Workload, reason: PendingReason, message: str, cites: Workload | None = None) -> None:
+        """Set a pending gang's reason. ``cites``: the gang the message names as what holds this
+        one back; when that gang stops being so, :meth:`Reasons.refresh_citations` says what does."""
+        wl.reason = reason
+        wl.message = message
+        if wl.cites is not cites:
+            wl.cites = cites
+            if cites is not None:
+                citers = self.citers.get(cites.key)
+                if citers is None:
+                    citers = self.citers[cites.key] = {}
+                citers[wl.key] = wl
+                # Checked when the cycles end: a claim holds until its cycle ends, and a gang
+                # tried after the claimant's admission in that cycle still names it.
+                self.cite_ended[cites.key] = cites
+        if wl.emitted != (reason, message):
+            self.updates[wl.key] = None
+
+    def cited_role_may_end(self, wl: Workload) -> None:
+        """``wl`` is admitted, leaves its queue or stops being its queue's protected head: the
+        reasons that name it may no longer hold."""
+        if wl.key in self.citers:
+            self.cite_ended[wl.key] = wl
+
+    def add_timer(self, time: float, kind: str, key: str, token: int) -> None:
+        self.timer_seq += 1
+        heapq.heappush(self.timers, (time, self.timer_seq, kind, key, token))
+
+    def wait_for_nodes(self, cq: ClusterQueueState, wl: Workload, pools: frozenset[int] | None) -> None:
+        """``cq``'s gang ``wl`` is blocked on the nodes of ``pools`` (None: of any pool): freed
+        capacity there retries ``cq``, and :meth:`IncrementalRetry.node_retry` looks at ``wl`` first."""
+        cq.node_blocked[wl.key] = wl
+        waiting = self.waiting_nodes
+        if cq.name not in waiting:
+            waiting[cq.name] = pools
+        else:
+            known = waiting[cq.name]
+            if known is not None and (pools is None or not pools.issubset(known)):
+                waiting[cq.name] = None if pools is None else known | pools
+
+    def stopping(self, key: str) -> bool:
+        """Is ``key`` a preempted gang that is still stopping (it holds its quota and nodes)?"""
+        victim = self.workloads.get(key)
+        return victim is not None and victim.state == "Evicting" and victim.cq is not None
+
+    def may_preempt(self, cq: ClusterQueueState) -> bool:
+        p = cq.spec.preemption
+        return p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never"
+
+    def evict(
+        self,
+        wl: Workload,
+        reason: EvictionReason,
+        message: str,
+        now: float,
+        decisions: list[Decision],
+        preemptor: str | None = None,
+        requeue_at: float | None = None,
+        deactivated: bool = False,
+    ) -> None:
+        cq = wl.cq
+        assert cq is not None
+        wl.state = "Evicting"
+        wl.message = message
+        cq.evicted_total += 1
+        if reason == "Preempted":
+            cq.preempted_total += 1
+        decisions.append(
+            Eviction(
+                wl.key,
+                cq.name,
+                reason,
+                message,
+                now,
+                preemptor=preemptor,
+                requeue_at=requeue_at,
+                deactivated=deactivated,
+            )
+        )
+        self.version += 1
+        # A waiting gang that may preempt can take a stopping gang as its victim ("already
+        # evicted first") and so hold its capacity from the moment it is free; without this
+        # retry it competed for that capacity with every other gang once the eviction was done,
+        # unless some unrelated change happened to retry its queue first. (Evicted by a
+        # preemption in a cycle, the other queues of the tree are retried at once: the preemptor
+        # chose victims, see _retry_others_held.)
+        for other in self.tree_queues(cq):
+            if self.may_preempt(other):
+                self.request_retry(other)
+
+    def pools_freed(self) -> set[int] | None:
+        """The node pools (ids) where capacity came free since the last call, None if not known
+        (the record was trimmed, or pools were made or dropped since: ids change with them). Every
+        capacity increase is recorded, a node that joins or changes included (NodeIndex.freed)."""
+        nodes = self.nodes
+        start = self.freed_seen - nodes.freed_base
+        freed: set[int] | None = None
+        if start >= 0 and self.freed_pools_version == nodes.version:
+            freed = {node.pool.pool_id for node in nodes.freed[start:] if node.pool is not None}
+        self.freed_seen = nodes.freed_seq
+        self.freed_pools_version = nodes.version
+        return freed
+
+    def charge(self, wl: Workload, cq: ClusterQueueState, usage: dict[FlavorResource, int]) -> None:
+        for fr, amount in usage.items():
+            self.quota.add_usage(cq.node, fr, amount)
