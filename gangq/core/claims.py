@@ -117,10 +117,11 @@ class Claims:
         admitted, so its claim would never end (random world 8 with CPU-only gangs: a head whose
         pods fit no node kept another queue's gang from borrowing 1 CPU, on an idle cluster)."""
         node = cq.node
-        cached_head, version, frs = cq.claims_cache
+        sc = self.s.scratch[cq.name]
+        cached_head, version, frs = sc.claims_cache
         if cached_head is not head or version != node.usage_version:
             frs = claims_of(cq, head)
-            cq.claims_cache = (head, node.usage_version, frs)
+            sc.claims_cache = (head, node.usage_version, frs)
         if frs and self.placement.never_fits(cq, head):
             return ()
         return frs

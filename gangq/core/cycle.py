@@ -73,20 +73,17 @@ class SchedulingCycle:
         # their tree's stamp then (see below, where their turn comes).
         quota_retries: dict[str, int] = {}
         retried: dict[str, ClusterQueueState] = {}  # queues whose waiting gangs this cycle retries
+        scratch = self.s.scratch
         for cq in self.queues_to_visit():
             visited.append(cq)
             if cq.inactive_reason or cq.stopped:
                 self.reasons.mark_all(cq)
                 continue
-            retry = cq.retry
-            cq.retry = False
-            node_retry = cq.node_retry
-            cq.node_retry = False
-            quota_retry = cq.quota_retry
-            cq.quota_retry = False
-            if cq.parked and not retry:
-                # Quota was exhausted; only new arrivals (which unpark) or freed capacity help.
-                continue
+            sc = scratch[cq.name]
+            retry = sc.retry
+            node_retry = sc.node_retry
+            quota_retry = sc.quota_retry
+            sc.retry = sc.node_retry = sc.quota_retry = False
             if retry:
                 retried[cq.name] = cq
             if not cq.active and not cq.inadmissible:
@@ -94,7 +91,6 @@ class SchedulingCycle:
                 # drain unevenly, and a drained one is still retried by every release in its
                 # cohort (100,000 pending: 0.6 such retries per admission).
                 continue
-            cq.parked = False
             claims = self.claims.tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
             if quota_retry and not node_retry and self.retry.still_short(cq, claims):
                 continue
@@ -143,7 +139,7 @@ class SchedulingCycle:
                 continue
             wl = self.s.workloads[key[3]]
             before = cq.protected_head
-            cq.node_blocked.pop(wl.key, None)  # back if it fails the node check again
+            scratch[cq.name].node_blocked.pop(wl.key, None)  # back if it fails the node check again
             if wl.queued == "inadmissible" and self.retry.fails_again(cq, wl, ctx):
                 outcome = Outcome.STOP if cq.strict else Outcome.FAILED
             else:
@@ -151,7 +147,7 @@ class SchedulingCycle:
             if cq.protected_head is not before:
                 self.s.heads_version += 1
                 if before is not None and before.cq is cq and before.state == "Pending" and cq.name not in retried:
-                    cq.head_displaced = True
+                    scratch[cq.name].head_displaced = True
                     if not cq.strict and cq.inadmissible:
                         # The gangs the old head held back may pass the new one, which has not
                         # waited: they are looked at now, behind it, as a retry of the queue would.
@@ -171,7 +167,7 @@ class SchedulingCycle:
                 order += 1
                 heapq.heappush(heap, (self.head_key(cq, nxt), order, nxt, cq, cursor))
         for cq in retried.values():
-            cq.head_displaced = False
+            scratch[cq.name].head_displaced = False
         if self.s.displaced:
             self.s.displaced.clear()
             self.s.heads_version += 1
@@ -196,7 +192,7 @@ class SchedulingCycle:
         if ctx.admitted and self.s.held_heads:
             self.reservations.retry_held_heads(ctx.admitted)
         for cq in visited:
-            if cq.fresh:
+            if scratch[cq.name].fresh:
                 head = ctx.stopped.get(cq)
                 if head is None and cq.inadmissible:
                     head = self.s.workloads.get(cq.inadmissible.first()[3])

@@ -53,6 +53,7 @@ from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
 from gangq.core.retry import IncrementalRetry, RetryPolicy
+from gangq.core.scratch import QueueScratch
 from gangq.core.state import EngineState
 from gangq.core.units import format_amount
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
@@ -114,6 +115,7 @@ class Engine:
         if cq is None:
             cq = ClusterQueueState(spec, node)
             self.s.cluster_queues[spec.name] = cq
+            self.s.scratch[spec.name] = QueueScratch()
         cq.deleted = False
         cq.set_spec(spec)
         if spec.stop_policy == "HoldAndDrain":
@@ -141,6 +143,7 @@ class Engine:
         self.s.cluster_queues.pop(cq.name, None)
         self.s.quota.remove_cluster_queue(cq.name)
         self.s.dirty.pop(cq.name, None)
+        self.s.scratch.pop(cq.name, None)
 
     def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
         self.s.local_queues[spec.key] = spec
@@ -533,6 +536,8 @@ class Engine:
         self.s.unrouted.pop(wl.key, None)
         wl.requeue_at = None
         cq.push(wl)
+        if cq.strict:
+            self.s.scratch[cq.name].fresh.append(wl)
         self.s.dirty[cq.name] = None
         if cq.inactive_reason:
             self.s.set_reason(wl, "ClusterQueueInactive", cq.inactive_reason)
@@ -566,7 +571,7 @@ class Engine:
             return
         released = wl.usage
         given_back = cq.node.top.released
-        cq.screen = None  # its own unused quota grows: the last screen no longer bounds it
+        self.s.scratch[cq.name].screen = None  # its own unused quota grows: the last screen no longer bounds it
         for fr, amount in released.items():
             self.s.quota.add_usage(cq.node, fr, -amount)
             given_back[fr] = given_back.get(fr, 0) + amount

@@ -186,16 +186,13 @@ class ClusterQueueState:
         "active",
         "admitted",
         "admitted_total",
-        "claims_cache",
         "deleted",
         "demand",
         "demand_adds",
         "demand_version",
         "evicted_total",
         "flavor_resources",
-        "fresh",
         "frs_by_resource",
-        "head_displaced",
         "inactive_reason",
         "inadmissible",
         "layout",
@@ -203,15 +200,8 @@ class ClusterQueueState:
         "multi_pod_set",
         "name",
         "node",
-        "node_blocked",
-        "node_retry",
-        "parked",
         "preempted_total",
         "protected_head",
-        "quota_retry",
-        "retry",
-        "screen",
-        "screen_first",
         "spec",
     )
 
@@ -222,15 +212,6 @@ class ClusterQueueState:
         # Queued gang keys in queue order: not tried yet / tried and waiting for a change.
         self.active = SortedChunks()
         self.inadmissible = SortedChunks()
-        self.retry = False
-        # The pending retry was asked for only by freed node capacity (see Engine._node_retry).
-        self.node_retry = False
-        # ... or only by freed node capacity and quota that other queues of the tree gave back
-        # (see Engine._still_short).
-        self.quota_retry = False
-        # Gangs whose last try failed the node check (some may have left since).
-        self.node_blocked: dict[str, Workload] = {}
-        self.parked = False
         self.admitted: dict[str, Workload] = {}
         self.inactive_reason: str | None = None
         self.flavor_resources: tuple[FlavorResource, ...] = ()
@@ -238,9 +219,6 @@ class ClusterQueueState:
         self.frs_by_resource: dict[str, tuple[FlavorResource, ...]] = {}
         # The starving gang that holds a reservation (see Engine._reservation), or None.
         self.protected_head: Workload | None = None
-        # Since the queue's last retry, a new gang that failed took the place of a protected head
-        # that still waits: gangs that the old head held back may pass now (Engine._cycle).
-        self.head_displaced = False
         self.deleted = False
         self.admitted_total = 0
         self.evicted_total = 0
@@ -252,31 +230,8 @@ class ClusterQueueState:
         self.demand_version = 0  # bumped whenever a gang joins or leaves the demand index
         self.demand_adds = 0  # bumped whenever a gang joins it
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
-        # The resource that last showed that no queued gang could fit (checked first next time).
-        self.screen_first = ""
-        # Why no queued gang could fit, for Engine._still_short: (tree root, the least total
-        # demand where flavors add up, whether they do, gangs joined, config version, and per
-        # flavor-resource that ruled gangs out: the least demand of them for it, what the queue
-        # could get without lenders' claims, the root's ``released`` of it, and each cohort above
-        # the queue with its usage of it).
-        self.screen: (
-            tuple[
-                QuotaNode,
-                int,
-                bool,
-                int,
-                int,
-                tuple[tuple[FlavorResource, int, int, int, tuple[tuple[QuotaNode, int], ...]], ...],
-            ]
-            | None
-        )
-        self.screen = None
-        # (protected head, quota usage version) -> the flavor-resources it claims back.
-        self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
         self.multi_pod_set = 0
-        # StrictFIFO: gangs queued since the queue's last cycle (to tell them what blocks them).
-        self.fresh: list[Workload] = []
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -381,15 +336,6 @@ class ClusterQueueState:
         self._index(wl, True)
         self.active.add(wl.order_key)
         wl.queued = "active"
-        wl.cq = self
-        self.parked = False
-        if self.spec.queueing_strategy == "StrictFIFO":
-            self.fresh.append(wl)
-
-    def push_inadmissible(self, wl: Workload) -> None:
-        self._index(wl, True)
-        self.inadmissible.add(wl.order_key)
-        wl.queued = "inadmissible"
         wl.cq = self
 
     def discard(self, wl: Workload) -> None:

@@ -144,8 +144,9 @@ class Reasons:
 
     def tell_blocked(self, cq: ClusterQueueState, head: Workload | None) -> None:
         """StrictFIFO: gangs queued behind the head that stopped the queue were not tried; say so."""
-        fresh = cq.fresh
-        cq.fresh = []
+        sc = self.s.scratch[cq.name]
+        fresh = sc.fresh
+        sc.fresh = []
         if head is None:
             return
         message = strict_message(cq)

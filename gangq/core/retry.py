@@ -34,7 +34,7 @@ from gangq.core.model import (
 from gangq.core.placement import Placement
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reservations import Reservations
-from gangq.core.scratch import AvailableQuota, CycleScratch, TreeClaims
+from gangq.core.scratch import AvailableQuota, CycleScratch, QueueScratch, QuotaScreen, ScreenEntry, TreeClaims
 from gangq.core.state import EngineState
 
 # Reasons of a gang that failed for capacity or for a reservation, not for its spec.
@@ -273,7 +273,7 @@ class IncrementalRetry(RetryPolicy):
         """
         if not self.walks_candidates(cq) or self.reservations.holding_head(cq, ctx.now) is not None:
             return False
-        blocked = cq.node_blocked
+        blocked = self.s.scratch[cq.name].node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
         blocked.clear()  # each is back if it fails the node check again
         gangs.sort(key=lambda wl: wl.order_key)
@@ -314,37 +314,40 @@ class IncrementalRetry(RetryPolicy):
         even those bounds leave every gang short, the retry's candidates would be empty, and it
         would try nothing if it looks at candidates only (:meth:`walks_candidates`).
         """
-        screen = cq.screen
+        screen = self.s.scratch[cq.name].screen
         if screen is None:
             return False
-        root, least, split, adds, config_version, entries = screen
-        if root is not cq.node.top or adds != cq.demand_adds or config_version != self.s.config_version:
+        root = screen.root
+        if root is not cq.node.top or screen.adds != cq.demand_adds or screen.config_version != self.s.config_version:
             return False
+        least = screen.least
+        split = screen.split
         released = root.released
         name = cq.name
         total = 0
         usage, nominal = cq.node.usage, cq.node.nominal
         capped = False  # a claim capped what the queue could take (not for its claimant's head)
-        for fr, need, amount, mark, used in entries:
-            gain = released.get(fr, 0) - mark
+        for entry in screen.entries:
+            fr = entry.fr
+            gain = released.get(fr, 0) - entry.mark
             if gain > 0:
                 # No more than the cohorts above the queue stopped using: what was given back and
                 # then taken by other queues' admissions does not count.
                 drop = 0
-                for cohort, then in used:
+                for cohort, then in entry.used:
                     now = cohort.usage.get(fr, 0)
                     if now < then:
                         drop += then - now
                 gain = min(gain, drop)
-            most = amount + gain
+            most = entry.amount + gain
             if claimed(claims, fr, name):
                 unused = max(0, nominal.get(fr, 0) - usage.get(fr, 0))
-                if most > unused:  # as _amount does
+                if most > unused:  # as Claims.amount does
                     most = unused
                     capped = True
             if split:
                 total += most
-            elif most >= need:
+            elif most >= entry.need:
                 return False
         if split and total >= least:
             return False
@@ -363,7 +366,7 @@ class IncrementalRetry(RetryPolicy):
         :meth:`still_short`, which also requires that no new gang took the place of the queue's
         protected head since its last retry: gangs that the old head held back may pass now, and
         only a full retry looks at them."""
-        if cq.active or cq.strict or cq.head_displaced or self.s.may_preempt(cq):
+        if cq.active or cq.strict or self.s.scratch[cq.name].head_displaced or self.s.may_preempt(cq):
             return False
         head = cq.head()
         return head is not None and not head.order_key > cq.inadmissible.first()
@@ -381,7 +384,7 @@ class IncrementalRetry(RetryPolicy):
         claims = self.claims.tree_claims(cq, ctx)
         memo = Amounts(self.claims, cq, claims)
         split = cq.multi_pod_set > 0
-        if not self.may_fit_any(cq, memo):
+        if not self.may_fit_any(cq, self.s.scratch[cq.name], memo):
             self.note_short(cq, memo, claims)
             return []
         for fr in cq.flavor_resources:
@@ -399,12 +402,12 @@ class IncrementalRetry(RetryPolicy):
         return [out]
 
     @staticmethod
-    def may_fit_any(cq: ClusterQueueState, amounts: Amounts) -> bool:
+    def may_fit_any(cq: ClusterQueueState, sc: QueueScratch, amounts: Amounts) -> bool:
         """False if some resource that every queued gang of ``cq`` requests is available (per
         ``amounts``) in smaller amounts than the least of them needs: then none can fit."""
         split = cq.multi_pod_set > 0
         demand = cq.least_common_demand()
-        first = cq.screen_first
+        first = sc.screen_first
         frs_by_resource = cq.frs_by_resource
         # The resource that ruled the queue out last time usually still does: it goes first.
         for pass_first in (True, False) if first else (False,):
@@ -423,14 +426,14 @@ class IncrementalRetry(RetryPolicy):
                     if enough:
                         break
                 if not enough:
-                    cq.screen_first = resource
+                    sc.screen_first = resource
                     return False
         return True
 
     def note_short(self, cq: ClusterQueueState, amounts: Amounts, claims: TreeClaims) -> None:
-        """Keep what :meth:`may_fit_any` just showed (``cq.screen_first`` is the resource that
+        """Keep what :meth:`may_fit_any` just showed (``screen_first`` is the resource that
         no queued gang of ``cq`` can get enough of), for :meth:`still_short`."""
-        resource = cq.screen_first
+        resource = self.s.scratch[cq.name].screen_first
         least = 0
         for r, amount in cq.least_common_demand():
             if r == resource:
@@ -482,7 +485,7 @@ class IncrementalRetry(RetryPolicy):
         self.keep_screen(cq, 0, [(fr, least, quota.available(node, fr)) for fr, least in leasts.items()])
 
     def keep_screen(self, cq: ClusterQueueState, least: int, entries: list[tuple[FlavorResource, int, int]]) -> None:
-        """Store ``cq.screen`` from ``entries``, (flavor-resource, least demand, what the queue
+        """Store ``cq``'s screen from ``entries``, (flavor-resource, least demand, what the queue
         could take of it without lenders' claims), with the marks :meth:`still_short` measures
         gains from; ``least``: the least total demand when the queue's gangs may split a resource
         over flavors (several pod sets)."""
@@ -494,7 +497,7 @@ class IncrementalRetry(RetryPolicy):
         while parent is not None:
             ancestors.append(parent)
             parent = parent.parent
-        cq.screen = (
+        self.s.scratch[cq.name].screen = QuotaScreen(
             root,
             least,
             cq.multi_pod_set > 0,
@@ -502,7 +505,7 @@ class IncrementalRetry(RetryPolicy):
             self.s.config_version,
             tuple(
                 [
-                    (fr, need, raw, released.get(fr, 0), tuple([(a, a.usage.get(fr, 0)) for a in ancestors]))
+                    ScreenEntry(fr, need, raw, released.get(fr, 0), tuple([(a, a.usage.get(fr, 0)) for a in ancestors]))
                     for fr, need, raw in entries
                 ]
             ),

@@ -99,3 +99,87 @@ class CycleScratch:
         # those made during it; they hold until the cycle ends (see Claims.reclaimer_for).
         self.claims: dict[QuotaNode, TreeClaims] = {}
         self.decisions = decisions
+
+
+class ScreenEntry:
+    """One flavor-resource that ruled a queue's gangs out (see :class:`QuotaScreen`): the least
+    that they need of it, what the queue could take of it then without lenders' claims, the tree
+    root's ``released`` of it then, and each cohort above the queue with its usage of it then."""
+
+    __slots__ = ("amount", "fr", "mark", "need", "used")
+
+    def __init__(
+        self,
+        fr: FlavorResource,
+        need: int,
+        amount: int,
+        mark: int,
+        used: tuple[tuple[QuotaNode, int], ...],
+    ) -> None:
+        self.fr = fr
+        self.need = need
+        self.amount = amount
+        self.mark = mark
+        self.used = used
+
+
+class QuotaScreen:
+    """Why no queued gang of a ClusterQueue could fit, kept for
+    :meth:`gangq.core.retry.IncrementalRetry.still_short`: the tree root it was made under, the
+    least total demand where flavors add up (``split``: several pod sets may split a resource
+    over flavors), the queue's ``demand_adds`` and the config version then, and the entries."""
+
+    __slots__ = ("adds", "config_version", "entries", "least", "root", "split")
+
+    def __init__(
+        self,
+        root: QuotaNode,
+        least: int,
+        split: bool,
+        adds: int,
+        config_version: int,
+        entries: tuple[ScreenEntry, ...],
+    ) -> None:
+        self.root = root
+        self.least = least
+        self.split = split
+        self.adds = adds
+        self.config_version = config_version
+        self.entries = entries
+
+
+class QueueScratch:
+    """The engine's working state of one ClusterQueue, beside its queue (ClusterQueueState)."""
+
+    __slots__ = (
+        "claims_cache",
+        "fresh",
+        "head_displaced",
+        "node_blocked",
+        "node_retry",
+        "quota_retry",
+        "retry",
+        "screen",
+        "screen_first",
+    )
+
+    def __init__(self) -> None:
+        # Something that could let a waiting gang fit changed: retry the queue's waiting gangs.
+        self.retry = False
+        # The pending retry was asked for only by freed node capacity (see IncrementalRetry.node_retry).
+        self.node_retry = False
+        # ... or only by freed node capacity and quota that other queues of the tree gave back
+        # (see IncrementalRetry.still_short).
+        self.quota_retry = False
+        # Gangs whose last try failed the node check (some may have left since).
+        self.node_blocked: dict[str, Workload] = {}
+        # Since the queue's last retry, a new gang that failed took the place of a protected head
+        # that still waits: gangs that the old head held back may pass now (SchedulingCycle.run).
+        self.head_displaced = False
+        # The resource that last showed that no queued gang could fit (checked first next time).
+        self.screen_first = ""
+        self.screen: QuotaScreen | None = None
+        # (protected head, quota usage version) -> the flavor-resources it claims back.
+        self.claims_cache: tuple[Workload | None, int, tuple[FlavorResource, ...]] = (None, -1, ())
+        # StrictFIFO: gangs queued since the queue's last cycle (to tell them what blocks them).
+        self.fresh: list[Workload] = []

@@ -31,6 +31,7 @@ from gangq.core.model import (
 from gangq.core.nodes import NodeIndex
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaTree
+from gangq.core.scratch import QueueScratch
 
 
 class EngineState:
@@ -82,6 +83,7 @@ class EngineState:
         # Bumped by a change within a cycle that asks for another cycle at once (see Engine.schedule).
         self.cycle_again = 0
         self.trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
+        self.scratch: dict[str, QueueScratch] = {}  # ClusterQueue name -> the engine's work on it
 
     def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
         """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all.
@@ -91,16 +93,17 @@ class EngineState:
         another queue of ``cq``'s tree or a claim on lent quota that ended (see _still_short);
         ``"nodes"``, node capacity that came free (see _node_retry).
         """
-        first = not cq.retry
-        cq.retry = True
+        sc = self.scratch[cq.name]
+        first = not sc.retry
+        sc.retry = True
         if not why:
-            cq.node_retry = cq.quota_retry = False
+            sc.node_retry = sc.quota_retry = False
         elif why == "quota":
-            cq.node_retry = False
+            sc.node_retry = False
             if first:
-                cq.quota_retry = True
+                sc.quota_retry = True
         elif first:
-            cq.node_retry = cq.quota_retry = True
+            sc.node_retry = sc.quota_retry = True
         self.dirty[cq.name] = None
 
     def retry_tree(self, cq: ClusterQueueState) -> None:
@@ -186,7 +189,7 @@ class EngineState:
     def wait_for_nodes(self, cq: ClusterQueueState, wl: Workload, pools: frozenset[int] | None) -> None:
         """``cq``'s gang ``wl`` is blocked on the nodes of ``pools`` (None: of any pool): freed
         capacity there retries ``cq``, and :meth:`IncrementalRetry.node_retry` looks at ``wl`` first."""
-        cq.node_blocked[wl.key] = wl
+        self.scratch[cq.name].node_blocked[wl.key] = wl
         waiting = self.waiting_nodes
         if cq.name not in waiting:
             waiting[cq.name] = pools
