@@ -338,6 +338,12 @@ class ClusterQueueState:
         wl.queued = "active"
         wl.cq = self
 
+    def push_inadmissible(self, wl: Workload) -> None:
+        self._index(wl, True)
+        self.inadmissible.add(wl.order_key)
+        wl.queued = "inadmissible"
+        wl.cq = self
+
     def discard(self, wl: Workload) -> None:
         if wl.queued == "active":
             self.active.remove(wl.order_key)
