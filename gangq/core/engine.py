@@ -19,23 +19,20 @@ the pending queues (:mod:`~gangq.core.queue`) and the admitted-state cache
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping
 
 from gangq.core.attempt import Attempt
+from gangq.core.capacity import Capacity
 from gangq.core.claims import Claims
 from gangq.core.config import EngineConfig
 from gangq.core.cycle import SchedulingCycle
 from gangq.core.decisions import (
     Admission,
     Decision,
-    EvictionReason,
-    PendingReason,
     PendingUpdate,
     PodSetAssignment,
 )
 from gangq.core.errors import SpecError
-from gangq.core.fairshare import dominant_share
 from gangq.core.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -53,8 +50,10 @@ from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
 from gangq.core.retry import IncrementalRetry, RetryPolicy
+from gangq.core.routing import Routing
 from gangq.core.scratch import QueueScratch
 from gangq.core.state import EngineState
+from gangq.core.timers import Timers
 from gangq.core.units import format_amount
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
 
@@ -87,6 +86,9 @@ class Engine:
         self.preemption = Preemption(s, self.placement, self.claims, self.reservations)
         self.attempt = Attempt(s, self.placement, self.claims, self.reservations, self.preemption)
         self.reasons = Reasons(s, self.placement, self.claims, self.reservations)
+        self.routing = Routing(s)
+        self.capacity = Capacity(s, self.retry)
+        self.timers = Timers(s, self.routing)
         self.cycle = SchedulingCycle(s, self.retry, self.attempt, self.reservations, self.reasons, self.claims)
 
     def upsert_flavor(self, spec: FlavorSpec) -> None:
@@ -135,15 +137,8 @@ class Engine:
             wl.cq = None
             self.s.unrouted[wl.key] = wl
         if not cq.admitted:
-            self._forget_cluster_queue(cq)
+            self.s.forget_cluster_queue(cq)
         self._config_changed()
-
-    def _forget_cluster_queue(self, cq: ClusterQueueState) -> None:
-        self.s.trees.clear()
-        self.s.cluster_queues.pop(cq.name, None)
-        self.s.quota.remove_cluster_queue(cq.name)
-        self.s.dirty.pop(cq.name, None)
-        self.s.scratch.pop(cq.name, None)
 
     def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
         self.s.local_queues[spec.key] = spec
@@ -189,7 +184,7 @@ class Engine:
         for cq in list(self.s.cluster_queues.values()):
             for key in list(cq.ordered()):
                 wl = self.s.workloads[key[3]]
-                target, _, _ = self._route_target(wl)
+                target, _, _ = self.routing.target(wl)
                 if target is not cq:
                     cq.discard(wl)
                     wl.cq = None
@@ -197,138 +192,35 @@ class Engine:
             self.s.request_retry(cq)
         for wl in list(self.s.unrouted.values()):
             if wl.requeue_at is None and not wl.deactivated:
-                self._route(wl)
+                self.routing.route(wl)
 
     def upsert_node(self, spec: NodeSpec) -> None:
         old = self.s.nodes.nodes.get(spec.name)
         changed = old is not None and not old.describes(spec)
         self.s.nodes.upsert(spec)
         if changed:
-            self._nodes_changed()
-        self._capacity_freed_nodes()
+            self.capacity.nodes_changed()
+        self.capacity.capacity_freed()
 
     def delete_node(self, name: str) -> None:
         if self.s.nodes.remove(name) is not None:
             self.s.version += 1
-            self._nodes_changed()
-
-    def _nodes_changed(self) -> None:
-        """A node left, or changed its capacity, labels, taints or schedulability: a protected
-        head may no longer fit even an empty cluster, and then it holds back nothing behind it
-        (see :meth:`Reservations.holding_head`). Its queue's gangs are retried: a node that only shrank
-        frees nothing, and without this retry they waited, held back by a head that could never
-        start, until some unrelated change retried the queue."""
-        for name in self.s.protected:
-            cq = self.s.cluster_queues.get(name)
-            if cq is not None and cq.protected_head is not None:
-                self.s.request_retry(cq)
+            self.capacity.nodes_changed()
 
     def update_pod(self, pod: PodInfo) -> None:
         """A pod is bound to a node (or changed phase). Pods of admitted gangs replace the gang's
-        planned reservation; other pods just consume node capacity."""
-        old = self.s.pods.get(pod.key)
-        if old is not None:
-            if old.node == pod.node and old.requests == pod.requests and old.workload == pod.workload:
-                self.s.pods[pod.key] = pod
-                self._pod_running_changed(old, pod)
-                return
-            self.delete_pod(pod.key)
-        node = self.s.nodes.nodes.get(pod.node)
-        self.s.pods[pod.key] = pod
-        wl = self.s.workloads.get(pod.workload) if pod.workload else None
-        if wl is not None:
-            wl.pods[pod.key] = False
-        if wl is not None and wl.state in ("Admitted", "Evicting"):
-            self._bind_gang_pod(wl, pod)
-        elif node is not None:
-            self.s.nodes.allocate(node, pod.requests, 1)
-            self.s.version += 1
-        if pod.running and wl is not None and wl.state == "Admitted":
-            self._count_running(wl, +1)
+        planned pods; other pods just use node capacity."""
+        self.capacity.update_pod(pod)
 
     def delete_pod(self, key: str) -> None:
         """A pod is gone (deleted, or terminal): its node capacity is free again."""
-        pod = self.s.pods.pop(key, None)
-        if pod is None:
-            return
-        wl = self.s.workloads.get(pod.workload) if pod.workload else None
-        held = wl.pods.pop(key, False) if wl is not None else False
-        node = self.s.nodes.nodes.get(pod.node)
-        if node is not None:
-            self.s.nodes.allocate(node, pod.requests, -1)
-        if wl is not None and held:
-            wl.hold(pod.node, pod.requests, -1)
-        if pod.running and wl is not None and wl.state == "Admitted":
-            self._count_running(wl, -1)
-        self._capacity_freed_nodes()
-
-    def _pod_running_changed(self, old: PodInfo, pod: PodInfo) -> None:
-        if old.running == pod.running or not pod.workload:
-            return
-        wl = self.s.workloads.get(pod.workload)
-        if wl is not None and wl.state == "Admitted":
-            self._count_running(wl, 1 if pod.running else -1)
-
-    def _count_running(self, wl: Workload, delta: int) -> None:
-        wl.running += delta
-        if wl.running >= wl.min_member:
-            wl.pods_ready = True
-
-    def _bind_gang_pod(self, wl: Workload, pod: PodInfo) -> None:
-        """Swap one planned slot of the gang for the bound pod (prefer the slot on its node)."""
-        ps_index = next((i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == pod.pod_set), -1)
-        slot: tuple[int, str] | None = (ps_index, pod.node)
-        if slot not in wl.planned:
-            slot = next((s for s in wl.planned if s[0] == ps_index), None)
-            if slot is None:
-                slot = next(iter(wl.planned), None)
-        if slot is not None:
-            planned_req = wl.spec.pod_sets[slot[0]].requests
-            planned_node = self.s.nodes.nodes.get(slot[1])
-            if planned_node is not None:
-                self.s.nodes.allocate(planned_node, planned_req, -1)
-            wl.hold(slot[1], planned_req, -1)
-            left = wl.planned[slot] - 1
-            if left:
-                wl.planned[slot] = left
-            else:
-                del wl.planned[slot]
-        node = self.s.nodes.nodes.get(pod.node)
-        if node is not None:
-            self.s.nodes.allocate(node, pod.requests, 1)
-        wl.hold(pod.node, pod.requests, 1)
-        wl.pods[pod.key] = True
-        self.s.version += 1
+        self.capacity.delete_pod(key)
 
     def pods_ready(self, key: str, ready: bool = True) -> None:
         """Shells that observe readiness directly (e.g. from JobSet status) report it here."""
         wl = self.s.workloads.get(key)
         if wl is not None and wl.state == "Admitted":
             wl.pods_ready = ready or wl.pods_ready
-
-    def _capacity_freed_nodes(self) -> None:
-        """Node capacity came free (or nodes changed): retry the queues whose node-blocked gangs
-        could use it (unless the retry policy knows they cannot, see
-        :meth:`~gangq.core.retry.RetryPolicy.skips_node_wait`), and those waiting on a reservation."""
-        s = self.s
-        s.version += 1
-        freed = s.pools_freed()
-        retry = self.retry
-        still: dict[str, frozenset[int] | None] = {}
-        for name, pools in s.waiting_nodes.items():
-            cq = s.cluster_queues.get(name)
-            if cq is None:
-                continue
-            if retry.skips_node_wait(cq, freed, pools):
-                still[name] = pools
-                continue
-            s.request_retry(cq, "nodes")
-        s.waiting_nodes = still
-        for name in s.waiting_reservation:
-            cq = s.cluster_queues.get(name)
-            if cq is not None:
-                s.request_retry(cq)
-        s.waiting_reservation.clear()
 
     def submit(self, spec: WorkloadSpec, now: float) -> None:
         """Queue a new workload, or update a pending one (priority, pod sets, queue)."""
@@ -337,7 +229,7 @@ class Engine:
         if wl is not None:
             if wl.state != "Pending":
                 return  # admitted gangs are immutable; the shell evicts to change them
-            self._unqueue(wl)
+            self.routing.unqueue(wl)
             fresh = Workload(spec, wl.seq, now)
             fresh.set_queue_ts(wl.queue_ts if spec.creation_time == wl.spec.creation_time else spec.creation_time)
             fresh.ready_evictions = wl.ready_evictions
@@ -360,7 +252,7 @@ class Engine:
         elif wl.requeue_at is not None and wl.requeue_at > now:
             self.s.unrouted[wl.key] = wl
         else:
-            self._route(wl)
+            self.routing.route(wl)
 
     def finish(self, key: str, now: float) -> None:
         """The workload finished or was deleted: release everything it holds and forget it."""
@@ -368,11 +260,11 @@ class Engine:
         if wl is None:
             return
         if wl.state == "Pending":
-            self._unqueue(wl)
+            self.routing.unqueue(wl)
         else:
-            self._release(wl)
+            self.capacity.release(wl)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
-            self._forget_pods(wl)
+            self.capacity.forget_pods(wl)
         wl.state = "Finished"
         self.s.updates.pop(key, None)
         self.reservations.cache.pop(key, None)
@@ -385,8 +277,8 @@ class Engine:
         wl = self.s.workloads.get(key)
         if wl is None or wl.state != "Evicting":
             return
-        self._release(wl)
-        self._forget_pods(wl)
+        self.capacity.release(wl)
+        self.capacity.forget_pods(wl)
         wl.state = "Pending"
         wl.admission = None
         wl.running = 0
@@ -404,13 +296,7 @@ class Engine:
             self.s.unrouted[wl.key] = wl
             self.s.add_timer(requeue_at, "requeue", wl.key, wl.admit_count)
             return
-        self._route(wl)
-
-    def _forget_pods(self, wl: Workload) -> None:
-        """A stopped or finished gang's pods no longer use their nodes."""
-        for pod_key in list(wl.pods):
-            self.delete_pod(pod_key)
-        wl.pods.clear()
+        self.routing.route(wl)
 
     def restore(
         self, spec: WorkloadSpec, cluster_queue: str, flavors: list[dict[str, str]], now: float
@@ -455,7 +341,7 @@ class Engine:
                     f"{cluster_queue!r} has {format_amount(fr[1], self.s.quota.available(cq.node, fr))} available"
                 )
         if existing is not None:
-            self._unqueue(existing)
+            self.routing.unqueue(existing)
             self.s.workloads.pop(spec.key, None)
         self.s.seq += 1
         wl = Workload(spec, self.s.seq, now)
@@ -485,8 +371,8 @@ class Engine:
         for pod_key in list(existing.pods) if existing is not None else ():
             pod = self.s.pods.get(pod_key)
             if pod is not None:  # reported while it was queued: now they are an admitted gang's pods
-                self.delete_pod(pod_key)
-                self.update_pod(pod)
+                self.capacity.delete_pod(pod_key)
+                self.capacity.update_pod(pod)
         self.s.version += 1
         if self.s.config.pods_ready_timeout is not None:
             self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
@@ -502,108 +388,14 @@ class Engine:
         wl.requeue_at = None
         if wl.state == "Pending":
             self.s.unrouted.pop(wl.key, None)
-            self._route(wl)
-
-    def _route_target(self, wl: Workload) -> tuple[ClusterQueueState | None, PendingReason, str]:
-        lq = self.s.local_queues.get(wl.lq_key)
-        if lq is None:
-            return None, "LocalQueueNotFound", f"LocalQueue {wl.lq_key} does not exist"
-        if lq.stop_policy != "None":
-            return None, "LocalQueueStopped", f"LocalQueue {wl.lq_key} is stopped ({lq.stop_policy})"
-        cq = self.s.cluster_queues.get(lq.cluster_queue)
-        if cq is None or cq.deleted:
-            return (
-                None,
-                "ClusterQueueNotFound",
-                f"ClusterQueue {lq.cluster_queue!r} of LocalQueue {wl.lq_key} does not exist",
-            )
-        selector = cq.spec.namespace_selector
-        labels = self.s.namespaces.get(wl.spec.namespace, {})
-        if selector is None or not selector.matches(labels):
-            return (
-                None,
-                "NamespaceNotSelected",
-                (f"ClusterQueue {cq.name!r} does not admit workloads from namespace {wl.spec.namespace!r}"),
-            )
-        return cq, "Pending", ""
-
-    def _route(self, wl: Workload) -> None:
-        cq, reason, message = self._route_target(wl)
-        if cq is None:
-            self.s.unrouted[wl.key] = wl
-            self.s.set_reason(wl, reason, message)
-            return
-        self.s.unrouted.pop(wl.key, None)
-        wl.requeue_at = None
-        cq.push(wl)
-        if cq.strict:
-            self.s.scratch[cq.name].fresh.append(wl)
-        self.s.dirty[cq.name] = None
-        if cq.inactive_reason:
-            self.s.set_reason(wl, "ClusterQueueInactive", cq.inactive_reason)
-        elif cq.stopped:
-            self.s.set_reason(wl, "ClusterQueueStopped", f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})")
-        elif wl.reason == "Pending":
-            self.s.set_reason(wl, "Pending", f"queued in ClusterQueue {cq.name!r}, waiting for quota")
-
-    def _unqueue(self, wl: Workload) -> None:
-        self.s.unrouted.pop(wl.key, None)
-        cq = wl.cq
-        self.s.cited_role_may_end(wl)
-        if cq is not None:
-            was_head = cq.head() is wl
-            cq.discard(wl)
-            if cq.strict or was_head:
-                self.s.request_retry(cq)
-            if was_head:
-                # The heads changed: reservations worked out with this one (other heads' scopes,
-                # the claims it made) are stale. Without this, a reservation cached before the
-                # deletion said a lender claimed what no lender claimed any more.
-                self.s.heads_version += 1
-                self.s.retry_tree(cq)
-        wl.cq = None
-
-    def _release(self, wl: Workload) -> None:
-        """Give back a gang's quota and planned node capacity (bound pods are released by the
-        shell's pod deletions)."""
-        cq = wl.cq
-        if cq is None:
-            return
-        released = wl.usage
-        given_back = cq.node.top.released
-        self.s.scratch[cq.name].screen = None  # its own unused quota grows: the last screen no longer bounds it
-        for fr, amount in released.items():
-            self.s.quota.add_usage(cq.node, fr, -amount)
-            given_back[fr] = given_back.get(fr, 0) + amount
-        bound = any(wl.pods.values())  # pods that hold capacity for it
-        for (ps_index, node_name), count in wl.planned.items():
-            node = self.s.nodes.nodes.get(node_name)
-            req = wl.spec.pod_sets[ps_index].requests
-            if node is not None:
-                self.s.nodes.allocate(node, req, -count)
-            if bound:
-                wl.hold(node_name, req, -count)
-        if not bound:
-            wl.held = {}  # it held its planned pods only
-        wl.planned = {}
-        wl.usage = {}
-        cq.admitted.pop(wl.key, None)
-        if wl.end_time is not None:
-            self.s.running_by_end.discard((wl.end_time, wl.seq, wl.key))
-            wl.end_time = None
-        wl.cq = None
-        self.s.version += 1
-        self.retry.after_release(cq)
-        self._capacity_freed_nodes()
-        if cq.deleted and not cq.admitted:
-            self._forget_cluster_queue(cq)
+            self.routing.route(wl)
 
     def schedule(self, now: float) -> list[Decision]:
         """Run timers (pods-ready timeouts, backoff), drains, then one scheduling cycle that admits
         as many whole gangs as fit. Returns the decisions, in the order they were taken."""
         decisions: list[Decision] = []
-        self._run_timers(now, decisions)
-        self._run_drains(now, decisions)
+        self.timers.run(now, decisions)
+        self.timers.run_drains(now, decisions)
         # A cycle that admits a lender's waiting gang ends its claim: the queues that may now
         # borrow get their turn in another cycle at once, not at the next event.
         # So does a cycle that displaces a queue's head (the other queues of its tree, whose gangs
@@ -632,153 +424,23 @@ class Engine:
 
     def next_wakeup(self) -> float | None:
         """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
-        while self.s.timers:
-            time, _, kind, key, token = self.s.timers[0]
-            if self._timer_live(kind, key, token):
-                return time
-            heapq.heappop(self.s.timers)
-        return None
-
-    def _timer_live(self, kind: str, key: str, token: int) -> bool:
-        wl = self.s.workloads.get(key)
-        if wl is None or wl.admit_count != token:
-            return False
-        if kind == "ready":
-            return wl.state == "Admitted" and not wl.pods_ready
-        return wl.state == "Pending" and wl.requeue_at is not None
-
-    def _run_timers(self, now: float, decisions: list[Decision]) -> None:
-        while self.s.timers and self.s.timers[0][0] <= now:
-            _, _, kind, key, token = heapq.heappop(self.s.timers)
-            if not self._timer_live(kind, key, token):
-                continue
-            wl = self.s.workloads[key]
-            if kind == "ready":
-                self._pods_ready_timeout(wl, now, decisions)
-            else:
-                wl.requeue_at = None
-                self.s.unrouted.pop(wl.key, None)
-                self._route(wl)
-
-    def _pods_ready_timeout(self, wl: Workload, now: float, decisions: list[Decision]) -> None:
-        cfg = self.s.config
-        wl.ready_evictions += 1
-        n = wl.ready_evictions
-        message = (
-            f"fewer than {wl.min_member} pods running {cfg.pods_ready_timeout:.0f}s after admission "
-            f"({wl.running} running); eviction {n}"
-        )
-        if cfg.backoff_limit is not None and n > cfg.backoff_limit:
-            wl.deactivated = True
-            message += f", over the backoff limit of {cfg.backoff_limit}: deactivated"
-            self.s.evict(wl, "PodsReadyTimeout", message, now, decisions, deactivated=True)
-            return
-        delay = min(cfg.backoff_base * (2 ** (n - 1)), cfg.backoff_max)
-        requeue_at = now + delay
-        if cfg.requeue_timestamp == "Eviction":
-            wl.set_queue_ts(now)
-        wl.evict_requeue_at = requeue_at
-        self.s.evict(
-            wl, "PodsReadyTimeout", message + f", requeued after {delay:.0f}s", now, decisions, requeue_at=requeue_at
-        )
-
-    def _run_drains(self, now: float, decisions: list[Decision]) -> None:
-        if not self.s.drain:
-            return
-        drains = list(self.s.drain)
-        self.s.drain.clear()
-        for item in drains:
-            kind, name = item.split(":", 1)
-            if kind == "cq":
-                cq = self.s.cluster_queues.get(name)
-                if cq is None or cq.spec.stop_policy != "HoldAndDrain":
-                    continue
-                victims = list(cq.admitted.values())
-                reason: EvictionReason = "ClusterQueueStopped"
-                message = f"ClusterQueue {name!r} was stopped with HoldAndDrain"
-            else:
-                lq = self.s.local_queues.get(name)
-                if lq is None or lq.stop_policy != "HoldAndDrain":
-                    continue
-                victims = [w for c in self.s.cluster_queues.values() for w in c.admitted.values() if w.lq_key == name]
-                reason = "LocalQueueStopped"
-                message = f"LocalQueue {name} was stopped with HoldAndDrain"
-            for wl in victims:
-                if wl.state == "Admitted":
-                    self.s.evict(wl, reason, message, now, decisions)
+        return self.timers.next_wakeup()
 
     def position(self, key: str) -> tuple[int, int] | None:
         """(1-based position, queue length) of a pending workload in its ClusterQueue."""
-        wl = self.s.workloads.get(key)
-        if wl is None or wl.cq is None or wl.queued is None:
-            return None
-        return wl.cq.position(wl.order_key), wl.cq.pending_count()
+        return self.reasons.position(key)
 
     def workload(self, key: str) -> WorkloadView | None:
         """What a person asks about one workload: state, queue, reason, position."""
-        wl = self.s.workloads.get(key)
-        if wl is None:
-            return None
-        pos = self.position(key)
-        message = self.reasons.shown_message(wl)
-        if wl.state == "Pending" and pos is not None:
-            message = f"{message}; position {pos[0]} of {pos[1]}"
-        cq_name = wl.cq.name if wl.cq is not None else None
-        return WorkloadView(
-            wl.key, wl.state, cq_name, wl.reason if wl.state == "Pending" else "", message, pos, wl.admission
-        )
+        return self.reasons.workload_view(key)
 
     def pending_workloads(self, cluster_queue: str, limit: int | None = None, offset: int = 0) -> list[PendingView]:
         """The pending workloads of a ClusterQueue in admission order (Kueue's visibility API)."""
-        cq = self.s.cluster_queues.get(cluster_queue)
-        if cq is None:
-            return []
-        out: list[PendingView] = []
-        for i, key in enumerate(cq.ordered()):
-            if i < offset:
-                continue
-            if limit is not None and len(out) >= limit:
-                break
-            wl = self.s.workloads[key[3]]
-            out.append(
-                PendingView(
-                    wl.key,
-                    i + 1,
-                    wl.priority,
-                    wl.spec.namespace,
-                    wl.spec.queue_name,
-                    wl.pending_since,
-                    wl.reason,
-                    self.reasons.shown_message(wl),
-                )
-            )
-        return out
+        return self.reasons.pending_views(cluster_queue, limit, offset)
 
     def cluster_queue(self, name: str) -> ClusterQueueView | None:
         """Status of a ClusterQueue: active or why not, pending / admitted counts, usage."""
-        cq = self.s.cluster_queues.get(name)
-        if cq is None:
-            return None
-        usage = {fr: cq.node.usage.get(fr, 0) for fr in cq.flavor_resources}
-        nominal = {fr: cq.node.nominal.get(fr, 0) for fr in cq.flavor_resources}
-        borrowed = {fr: cq.node.borrowing(fr) for fr in cq.flavor_resources}
-        reason = cq.inactive_reason or (f"stopped ({cq.spec.stop_policy})" if cq.stopped else "")
-        return ClusterQueueView(
-            name,
-            cq.spec.cohort,
-            not reason,
-            reason,
-            len(cq.active),
-            len(cq.inadmissible),
-            len(cq.admitted),
-            usage,
-            nominal,
-            borrowed,
-            dominant_share(cq.node),
-            cq.admitted_total,
-            cq.evicted_total,
-            cq.preempted_total,
-        )
+        return self.reasons.cluster_queue_view(name)
 
     def check_invariants(self) -> None:
         """Assert the engine's invariants (used by tests and the simulator's debug mode)."""

@@ -11,6 +11,7 @@ from gangq.core.claims import Claims
 from gangq.core.decisions import (
     PendingReason,
 )
+from gangq.core.fairshare import dominant_share
 from gangq.core.flavors import (
     BORROW,
     Assignment,
@@ -21,6 +22,7 @@ from gangq.core.reservations import Reservations
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
+from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
 
 
 def strict_message(cq: ClusterQueueState) -> str:
@@ -159,3 +161,76 @@ class Reasons:
         message = cq.inactive_reason or f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})"
         for key in list(cq.ordered()):
             self.s.set_reason(self.s.workloads[key[3]], reason, message)
+
+    def position(self, key: str) -> tuple[int, int] | None:
+        """(1-based position, queue length) of a pending workload in its ClusterQueue."""
+        wl = self.s.workloads.get(key)
+        if wl is None or wl.cq is None or wl.queued is None:
+            return None
+        return wl.cq.position(wl.order_key), wl.cq.pending_count()
+
+    def workload_view(self, key: str) -> WorkloadView | None:
+        """What a person asks about one workload: state, queue, reason, position."""
+        wl = self.s.workloads.get(key)
+        if wl is None:
+            return None
+        pos = self.position(key)
+        message = self.shown_message(wl)
+        if wl.state == "Pending" and pos is not None:
+            message = f"{message}; position {pos[0]} of {pos[1]}"
+        cq_name = wl.cq.name if wl.cq is not None else None
+        return WorkloadView(
+            wl.key, wl.state, cq_name, wl.reason if wl.state == "Pending" else "", message, pos, wl.admission
+        )
+
+    def pending_views(self, cluster_queue: str, limit: int | None = None, offset: int = 0) -> list[PendingView]:
+        """The pending workloads of a ClusterQueue in admission order (Kueue's visibility API)."""
+        cq = self.s.cluster_queues.get(cluster_queue)
+        if cq is None:
+            return []
+        out: list[PendingView] = []
+        for i, key in enumerate(cq.ordered()):
+            if i < offset:
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            wl = self.s.workloads[key[3]]
+            out.append(
+                PendingView(
+                    wl.key,
+                    i + 1,
+                    wl.priority,
+                    wl.spec.namespace,
+                    wl.spec.queue_name,
+                    wl.pending_since,
+                    wl.reason,
+                    self.shown_message(wl),
+                )
+            )
+        return out
+
+    def cluster_queue_view(self, name: str) -> ClusterQueueView | None:
+        """Status of a ClusterQueue: active or why not, pending / admitted counts, usage."""
+        cq = self.s.cluster_queues.get(name)
+        if cq is None:
+            return None
+        usage = {fr: cq.node.usage.get(fr, 0) for fr in cq.flavor_resources}
+        nominal = {fr: cq.node.nominal.get(fr, 0) for fr in cq.flavor_resources}
+        borrowed = {fr: cq.node.borrowing(fr) for fr in cq.flavor_resources}
+        reason = cq.inactive_reason or (f"stopped ({cq.spec.stop_policy})" if cq.stopped else "")
+        return ClusterQueueView(
+            name,
+            cq.spec.cohort,
+            not reason,
+            reason,
+            len(cq.active),
+            len(cq.inadmissible),
+            len(cq.admitted),
+            usage,
+            nominal,
+            borrowed,
+            dominant_share(cq.node),
+            cq.admitted_total,
+            cq.evicted_total,
+            cq.preempted_total,
+        )

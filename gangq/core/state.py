@@ -264,3 +264,10 @@ class EngineState:
     def charge(self, wl: Workload, cq: ClusterQueueState, usage: dict[FlavorResource, int]) -> None:
         for fr, amount in usage.items():
             self.quota.add_usage(cq.node, fr, amount)
+
+    def forget_cluster_queue(self, cq: ClusterQueueState) -> None:
+        self.trees.clear()
+        self.cluster_queues.pop(cq.name, None)
+        self.quota.remove_cluster_queue(cq.name)
+        self.dirty.pop(cq.name, None)
+        self.scratch.pop(cq.name, None)

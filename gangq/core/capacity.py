@@ -1,0 +1,176 @@
+"""What admitted gangs and bound pods hold of quota and nodes, and the retries that capacity
+coming free asks for.
+
+Pods of admitted gangs replace the gang's planned pods (what preemption frees when the gang is a
+victim); other pods, a gang's own pods bound before its admission included, just use capacity.
+"""
+
+from __future__ import annotations
+
+from gangq.core.model import (
+    PodInfo,
+)
+from gangq.core.queue import Workload
+from gangq.core.retry import RetryPolicy
+from gangq.core.state import EngineState
+
+
+class Capacity:
+    """Quota and node capacity held by gangs and pods."""
+
+    def __init__(self, state: EngineState, retry: RetryPolicy) -> None:
+        self.s = state
+        self.retry = retry
+
+    def update_pod(self, pod: PodInfo) -> None:
+        """A pod is bound to a node (or changed phase). Pods of admitted gangs replace the gang's
+        planned reservation; other pods just consume node capacity."""
+        old = self.s.pods.get(pod.key)
+        if old is not None:
+            if old.node == pod.node and old.requests == pod.requests and old.workload == pod.workload:
+                self.s.pods[pod.key] = pod
+                self.pod_running_changed(old, pod)
+                return
+            self.delete_pod(pod.key)
+        node = self.s.nodes.nodes.get(pod.node)
+        self.s.pods[pod.key] = pod
+        wl = self.s.workloads.get(pod.workload) if pod.workload else None
+        if wl is not None:
+            wl.pods[pod.key] = False
+        if wl is not None and wl.state in ("Admitted", "Evicting"):
+            self.bind_gang_pod(wl, pod)
+        elif node is not None:
+            self.s.nodes.allocate(node, pod.requests, 1)
+            self.s.version += 1
+        if pod.running and wl is not None and wl.state == "Admitted":
+            self.count_running(wl, +1)
+
+    def delete_pod(self, key: str) -> None:
+        """A pod is gone (deleted, or terminal): its node capacity is free again."""
+        pod = self.s.pods.pop(key, None)
+        if pod is None:
+            return
+        wl = self.s.workloads.get(pod.workload) if pod.workload else None
+        held = wl.pods.pop(key, False) if wl is not None else False
+        node = self.s.nodes.nodes.get(pod.node)
+        if node is not None:
+            self.s.nodes.allocate(node, pod.requests, -1)
+        if wl is not None and held:
+            wl.hold(pod.node, pod.requests, -1)
+        if pod.running and wl is not None and wl.state == "Admitted":
+            self.count_running(wl, -1)
+        self.capacity_freed()
+
+    def pod_running_changed(self, old: PodInfo, pod: PodInfo) -> None:
+        if old.running == pod.running or not pod.workload:
+            return
+        wl = self.s.workloads.get(pod.workload)
+        if wl is not None and wl.state == "Admitted":
+            self.count_running(wl, 1 if pod.running else -1)
+
+    def count_running(self, wl: Workload, delta: int) -> None:
+        wl.running += delta
+        if wl.running >= wl.min_member:
+            wl.pods_ready = True
+
+    def bind_gang_pod(self, wl: Workload, pod: PodInfo) -> None:
+        """Swap one planned slot of the gang for the bound pod (prefer the slot on its node)."""
+        ps_index = next((i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == pod.pod_set), -1)
+        slot: tuple[int, str] | None = (ps_index, pod.node)
+        if slot not in wl.planned:
+            slot = next((s for s in wl.planned if s[0] == ps_index), None)
+            if slot is None:
+                slot = next(iter(wl.planned), None)
+        if slot is not None:
+            planned_req = wl.spec.pod_sets[slot[0]].requests
+            planned_node = self.s.nodes.nodes.get(slot[1])
+            if planned_node is not None:
+                self.s.nodes.allocate(planned_node, planned_req, -1)
+            wl.hold(slot[1], planned_req, -1)
+            left = wl.planned[slot] - 1
+            if left:
+                wl.planned[slot] = left
+            else:
+                del wl.planned[slot]
+        node = self.s.nodes.nodes.get(pod.node)
+        if node is not None:
+            self.s.nodes.allocate(node, pod.requests, 1)
+        wl.hold(pod.node, pod.requests, 1)
+        wl.pods[pod.key] = True
+        self.s.version += 1
+
+    def capacity_freed(self) -> None:
+        """Node capacity came free (or nodes changed): retry the queues whose node-blocked gangs
+        could use it (unless the retry policy knows they cannot, see
+        :meth:`~gangq.core.retry.RetryPolicy.skips_node_wait`), and those waiting on a reservation."""
+        s = self.s
+        s.version += 1
+        freed = s.pools_freed()
+        retry = self.retry
+        still: dict[str, frozenset[int] | None] = {}
+        for name, pools in s.waiting_nodes.items():
+            cq = s.cluster_queues.get(name)
+            if cq is None:
+                continue
+            if retry.skips_node_wait(cq, freed, pools):
+                still[name] = pools
+                continue
+            s.request_retry(cq, "nodes")
+        s.waiting_nodes = still
+        for name in s.waiting_reservation:
+            cq = s.cluster_queues.get(name)
+            if cq is not None:
+                s.request_retry(cq)
+        s.waiting_reservation.clear()
+
+    def nodes_changed(self) -> None:
+        """A node left, or changed its capacity, labels, taints or schedulability: a protected
+        head may no longer fit even an empty cluster, and then it holds back nothing behind it
+        (see :meth:`Reservations.holding_head`). Its queue's gangs are retried: a node that only shrank
+        frees nothing, and without this retry they waited, held back by a head that could never
+        start, until some unrelated change retried the queue."""
+        for name in self.s.protected:
+            cq = self.s.cluster_queues.get(name)
+            if cq is not None and cq.protected_head is not None:
+                self.s.request_retry(cq)
+
+    def forget_pods(self, wl: Workload) -> None:
+        """A stopped or finished gang's pods no longer use their nodes."""
+        for pod_key in list(wl.pods):
+            self.delete_pod(pod_key)
+        wl.pods.clear()
+
+    def release(self, wl: Workload) -> None:
+        """Give back a gang's quota and planned node capacity (bound pods are released by the
+        shell's pod deletions)."""
+        cq = wl.cq
+        if cq is None:
+            return
+        released = wl.usage
+        given_back = cq.node.top.released
+        self.s.scratch[cq.name].screen = None  # its own unused quota grows: the last screen no longer bounds it
+        for fr, amount in released.items():
+            self.s.quota.add_usage(cq.node, fr, -amount)
+            given_back[fr] = given_back.get(fr, 0) + amount
+        bound = any(wl.pods.values())  # pods that hold capacity for it
+        for (ps_index, node_name), count in wl.planned.items():
+            node = self.s.nodes.nodes.get(node_name)
+            req = wl.spec.pod_sets[ps_index].requests
+            if node is not None:
+                self.s.nodes.allocate(node, req, -count)
+            if bound:
+                wl.hold(node_name, req, -count)
+        if not bound:
+            wl.held = {}  # it held its planned pods only
+        wl.planned = {}
+        wl.usage = {}
+        cq.admitted.pop(wl.key, None)
+        if wl.end_time is not None:
+            self.s.running_by_end.discard((wl.end_time, wl.seq, wl.key))
+            wl.end_time = None
+        wl.cq = None
+        self.s.version += 1
+        self.retry.after_release(cq)
+        self.capacity_freed()
+        if cq.deleted and not cq.admitted:
+            self.s.forget_cluster_queue(cq)

@@ -1,0 +1,101 @@
+"""Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
+timeouts, the end of a requeue backoff, and the drains of ClusterQueues and LocalQueues stopped with
+``HoldAndDrain``.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from gangq.core.decisions import (
+    Decision,
+    EvictionReason,
+)
+from gangq.core.queue import Workload
+from gangq.core.routing import Routing
+from gangq.core.state import EngineState
+
+
+class Timers:
+    """Pods-ready timeouts, backoff ends and drains."""
+
+    def __init__(self, state: EngineState, routing: Routing) -> None:
+        self.s = state
+        self.routing = routing
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
+        while self.s.timers:
+            time, _, kind, key, token = self.s.timers[0]
+            if self.live(kind, key, token):
+                return time
+            heapq.heappop(self.s.timers)
+        return None
+
+    def live(self, kind: str, key: str, token: int) -> bool:
+        wl = self.s.workloads.get(key)
+        if wl is None or wl.admit_count != token:
+            return False
+        if kind == "ready":
+            return wl.state == "Admitted" and not wl.pods_ready
+        return wl.state == "Pending" and wl.requeue_at is not None
+
+    def run(self, now: float, decisions: list[Decision]) -> None:
+        while self.s.timers and self.s.timers[0][0] <= now:
+            _, _, kind, key, token = heapq.heappop(self.s.timers)
+            if not self.live(kind, key, token):
+                continue
+            wl = self.s.workloads[key]
+            if kind == "ready":
+                self.pods_ready_timeout(wl, now, decisions)
+            else:
+                wl.requeue_at = None
+                self.s.unrouted.pop(wl.key, None)
+                self.routing.route(wl)
+
+    def pods_ready_timeout(self, wl: Workload, now: float, decisions: list[Decision]) -> None:
+        cfg = self.s.config
+        wl.ready_evictions += 1
+        n = wl.ready_evictions
+        message = (
+            f"fewer than {wl.min_member} pods running {cfg.pods_ready_timeout:.0f}s after admission "
+            f"({wl.running} running); eviction {n}"
+        )
+        if cfg.backoff_limit is not None and n > cfg.backoff_limit:
+            wl.deactivated = True
+            message += f", over the backoff limit of {cfg.backoff_limit}: deactivated"
+            self.s.evict(wl, "PodsReadyTimeout", message, now, decisions, deactivated=True)
+            return
+        delay = min(cfg.backoff_base * (2 ** (n - 1)), cfg.backoff_max)
+        requeue_at = now + delay
+        if cfg.requeue_timestamp == "Eviction":
+            wl.set_queue_ts(now)
+        wl.evict_requeue_at = requeue_at
+        self.s.evict(
+            wl, "PodsReadyTimeout", message + f", requeued after {delay:.0f}s", now, decisions, requeue_at=requeue_at
+        )
+
+    def run_drains(self, now: float, decisions: list[Decision]) -> None:
+        if not self.s.drain:
+            return
+        drains = list(self.s.drain)
+        self.s.drain.clear()
+        for item in drains:
+            kind, name = item.split(":", 1)
+            if kind == "cq":
+                cq = self.s.cluster_queues.get(name)
+                if cq is None or cq.spec.stop_policy != "HoldAndDrain":
+                    continue
+                victims = list(cq.admitted.values())
+                reason: EvictionReason = "ClusterQueueStopped"
+                message = f"ClusterQueue {name!r} was stopped with HoldAndDrain"
+            else:
+                lq = self.s.local_queues.get(name)
+                if lq is None or lq.stop_policy != "HoldAndDrain":
+                    continue
+                victims = [w for c in self.s.cluster_queues.values() for w in c.admitted.values() if w.lq_key == name]
+                reason = "LocalQueueStopped"
+                message = f"LocalQueue {name} was stopped with HoldAndDrain"
+            for wl in victims:
+                if wl.state == "Admitted":
+                    self.s.evict(wl, reason, message, now, decisions)
