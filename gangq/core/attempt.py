@@ -239,8 +239,7 @@ class Attempt:
                     for fr, amount in a.usage.items()
                 ):
                     self.s.retry_others(cq)
-        self.reservations.cache.pop(wl.key, None)
-        self.reservations.promised.pop(wl.key, None)
+        self.reservations.forget(wl.key)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit
             self.s.running_by_end.add((wl.end_time, wl.seq, wl.key))

@@ -267,8 +267,7 @@ class Engine:
             self.capacity.forget_pods(wl)
         wl.state = "Finished"
         self.s.updates.pop(key, None)
-        self.reservations.cache.pop(key, None)
-        self.reservations.promised.pop(key, None)
+        self.reservations.forget(key)
         self.s.limited.pop(key, None)
         self.placement.reachable.pop(key, None)
 

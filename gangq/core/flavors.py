@@ -168,20 +168,6 @@ class FlavorOptions:
         self.why = why
         self.single = len(combos) == 1
 
-    def may_fit(self, available: Mapping[FlavorResource, int]) -> bool:
-        """Could some combination fit the quota available now (borrowing included)?
-
-        Exact for the quota part of admission: a gang that fails this fails :func:`assignments`
-        with no ``FIT`` or ``BORROW`` option, so a retry can skip it without building messages.
-        """
-        for usage in self.usages:
-            for fr, need in usage.items():
-                if need > available[fr]:
-                    break
-            else:
-                return True
-        return False
-
 
 GroupCache = dict[tuple[object, ...], tuple[list[tuple[tuple[str, ...], list[str]]], str]]
 

@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorResource, ResourceGroup, flavor_resource
 
-INFINITE = 1 << 62
-
 
 class QuotaNode:
     """One ClusterQueue or Cohort in the borrowing tree."""
