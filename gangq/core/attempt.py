@@ -73,10 +73,10 @@ class Attempt:
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
         # Every option that fits the quota is tried, also after a reservation held the gang back
-        # in one: another may fit its own quota and delay nobody. The search used to stop at the
-        # first such option, and three heads held each other on an idle cluster (random world 3
-        # at 40 s: q0's head fitted its own quota in flavor b, but was held back in flavor a by
-        # q1's starving head, which waited for q2's, which q0's claim on b kept out).
+        # in one: another may fit its own quota and delay nobody. Stopping at the first such
+        # option lets heads hold each other on an idle cluster (one head fits its own quota in
+        # flavor b but is held back in flavor a by a second queue's starving head, which waits
+        # for a third's, which the first queue's claim on b keeps out).
         for a in quota_ok:
             if a.borrowing:
                 claimer = self.claims.reclaimer(cq, wl, a, ctx)
@@ -134,11 +134,11 @@ class Attempt:
                 # Its reservation may change with any capacity change. A starving head without
                 # a reservation time (no runtime limits anywhere) holds this gang back until it
                 # is admitted or leaves, and either retries its cohort tree, or until it chooses
-                # victims (see _retry_others_held).
+                # victims (see Reservations.retry_others_held).
                 self.s.waiting_reservation[cq.name] = None
             elif cq.protected_head is wl and self.s.may_preempt(cq):
                 # Whether it fits, so whether it may preempt, changes with the capacity others
-                # take: see _retry_held_heads.
+                # take: see Reservations.retry_held_heads.
                 self.s.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
@@ -146,7 +146,7 @@ class Attempt:
             self.reservations.note_head(cq, wl, ctx, True)
             if cq.protected_head is wl and self.s.may_preempt(cq):
                 # An admission may make the claim give way (its gang can no longer fit, see
-                # _stuck_claimants), and then this head may preempt: see _retry_held_heads.
+                # Claims.stuck_claimants), and then this head may preempt: see Reservations.retry_held_heads.
                 self.s.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
@@ -228,7 +228,7 @@ class Attempt:
             head = cq.head()
             if head is not None:
                 # The quota it took may leave the head's need beyond the unused nominal quota:
-                # that claim ends (see _add_claims), and the queues it kept from borrowing retry.
+                # that claim ends (see Claims.add_claims), and the queues it kept from borrowing retry.
                 node = cq.node
                 usage, nominal = node.usage, node.nominal
                 if any(

@@ -15,8 +15,8 @@ class SortedChunks:
     the node index's cost in a large cluster. Here a change moves at most one chunk. Not
     sortedcontainers' SortedList, which works the same way but in interpreted code: this is
     compiled with the rest of the core, and its bisects run in C. A ClusterQueue's queues use it
-    too (``queue.ClusterQueueState``): as SortedLists, the calls a retry makes on them (first
-    entry, length, next entry) were 7 % of the cost per admission at 100,000 pending.
+    too (``queue.ClusterQueueState``), where a retry's calls (first entry, length, next entry)
+    are on the hot path.
     """
 
     __slots__ = ("chunks", "head", "load", "maxes", "size", "sizes")

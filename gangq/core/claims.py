@@ -114,8 +114,8 @@ class Claims:
         """The flavor-resources ``cq`` claims back for its waiting gang ``head``: those it needs
         and that fit within the queue's unused nominal quota (cached per queue until its head or
         its usage changes). None for a gang that could not fit even an empty cluster: it is never
-        admitted, so its claim would never end (random world 8 with CPU-only gangs: a head whose
-        pods fit no node kept another queue's gang from borrowing 1 CPU, on an idle cluster)."""
+        admitted, so its claim would never end (a head whose pods fit no node would keep other
+        queues' gangs from borrowing for good, on an idle cluster)."""
         node = cq.node
         sc = self.s.scratch[cq.name]
         cached_head, version, frs = sc.claims_cache
@@ -147,11 +147,9 @@ class Claims:
         queue's claim gives way (its gang is kept out, :meth:`kept_out`): the one gang of ``cq``
         that may borrow what other queues claim (see :meth:`reclaimer_for`), and so the one
         that the retry's bounds and screen (:mod:`~gangq.core.retry`), worked out for the others
-        under the claims, do not cover. Each asks
-        :meth:`claimant_may_fit` for it instead. When the bounds covered it, every gang of a
-        claimant's queue passed them (most queues with a waiting head claim something), and
-        retries checked almost 4 times as many gangs at 100,000 pending, to find that they
-        still did not fit."""
+        under the claims, do not cover. Each asks :meth:`claimant_may_fit` for it instead (bounds
+        that covered it would let every gang of a claimant's queue through, and most queues with
+        a waiting head claim something)."""
         head = claims.claimants.get(cq.name)
         if head is None or head.queued != "inadmissible":
             return None
@@ -288,8 +286,8 @@ class Claims:
         queue claims through) may borrow as long as what stays available to its queue covers
         the needs of the claims it borrows from. Two queues whose waiting heads each fit their
         own quota of one resource and must borrow the other's (one has GPUs and too few CPUs,
-        the other CPUs and no GPUs) used to keep each other out for good, on an idle cluster,
-        and with them every third queue that borrowed either resource. Only claimants' gangs:
+        the other CPUs and no GPUs) would otherwise keep each other out for good, on an idle
+        cluster, and with them every third queue that borrows either resource. Only claimants' gangs:
         they are what such a cycle of claims holds; every other borrower still leaves a claimed
         resource alone, which keeps the lender's quota for its head however many borrowers come
         and go. Two claimants whose needs do not fit together would still keep each other out:
@@ -337,9 +335,9 @@ class Claims:
 
         Read from the nominal quota, not the usage, and from the claims in force as the cycle
         started, so that it does not change during a cycle: what a gang may take must only
-        shrink then (a usage that grew during the cycle made a head kept out, and another
-        queue's head could then borrow what it could not at the cycle's start: random world 24
-        with CPU-only gangs). A head that borrows only because its own queue's gangs use its
+        shrink then (read from a usage that grew during the cycle, a head would become kept
+        out, and another queue's head could then borrow what it could not at the cycle's
+        start). A head that borrows only because its own queue's gangs use its
         quota waits for those, not for a claim."""
         other = self.s.cluster_queues.get(holder)
         if other is None:
@@ -409,8 +407,8 @@ class Claims:
         The problem it solves: a starving head that must borrow a lender's quota held back the
         lender's own waiting gang (which borrows something else, and so is in its scope), while
         the lender's claim kept the starving head out; both waited, on an idle cohort, until
-        unrelated capacity came free (random world 457 with CPU-only gangs, 40 s timeout).
-        Not where ``head`` may borrow through a claim that gives way (both claim, and ``wl`` is
+        unrelated capacity came free. Not where ``head`` may borrow through a claim that gives way (both claim, and
+        ``wl`` is
         kept out itself, see :meth:`reclaimer_for`)."""
         first = cq.head()
         if first is not None and first is not wl and first.order_key < wl.order_key:

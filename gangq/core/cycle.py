@@ -89,7 +89,7 @@ class SchedulingCycle:
             if not cq.active and not cq.inadmissible:
                 # Nothing queued: a retry would work out what it could take for no gang. Queues
                 # drain unevenly, and a drained one is still retried by every release in its
-                # cohort (100,000 pending: 0.6 such retries per admission).
+                # cohort.
                 continue
             claims = self.claims.tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
             if quota_retry and not node_retry and self.retry.still_short(cq, claims):
@@ -128,8 +128,7 @@ class SchedulingCycle:
                 ):
                     # What came free went to queues whose turn came earlier in this cycle (in a
                     # full cohort, usually the queue that gave it back): asked again now, the
-                    # screen answers for a retry that would find every gang short (at 10,000
-                    # pending, 0.84 retries per admission after the first cycle).
+                    # screen answers for a retry that would find every gang short.
                     continue
                 cursor = self.retry.cursor(cq, True, ctx)
                 first = next(cursor, None)
@@ -151,9 +150,9 @@ class SchedulingCycle:
                     if not cq.strict and cq.inadmissible:
                         # The gangs the old head held back may pass the new one, which has not
                         # waited: they are looked at now, behind it, as a retry of the queue would.
-                        # They used to wait for whichever retry of the queue came next, and which
-                        # one that was depended on the retry shortcuts (random world 172 at 40 s).
-                        # Not counted as a retry: the flag stays, and the next retry is a full one.
+                        # Otherwise they would wait for whichever retry of the queue came next,
+                        # and which one that is depends on the retry policy. Not counted as a retry: the flag stays,
+                        # and the next retry is a full one.
                         cursor = _after(self.retry.cursor(cq, True, ctx), key)
             if outcome == Outcome.ADMITTED:
                 ctx.admitted.append(wl)
@@ -174,10 +173,9 @@ class SchedulingCycle:
         if ctx.admitted and self.s.waiting_reservation:
             # An admission moves reservations too (a runner more: a head's time may come later,
             # and gangs that end before it may pass), so the queues with gangs held back by one
-            # are retried, in the next cycle, at once. Only freed capacity retried them, and a
-            # gang that fitted waited for the next event (random world 61 with CPU-only gangs at
-            # 40 s: held back by another queue's head, whose reservation the cycle's admissions
-            # moved).
+            # are retried, in the next cycle, at once: otherwise only freed capacity retries them,
+            # and a gang held back by another queue's head, whose reservation the cycle's
+            # admissions moved, would wait for the next event although it fits.
             for name in self.s.waiting_reservation:
                 waiting = self.s.cluster_queues.get(name)
                 if waiting is not None:

@@ -399,10 +399,10 @@ class Engine:
         # borrow get their turn in another cycle at once, not at the next event.
         # So does a cycle that displaces a queue's head (the other queues of its tree, whose gangs
         # the old head's reservation held back, are retried), makes a head whose own claim the
-        # cycle's claims did not count (its queue is retried, see _note_head), or in which a gang
-        # chooses other victims (see _retry_others_held). Those retries waited for the next
-        # event, and on an idle cluster for good (random worlds 24 and 236 with CPU-only gangs
-        # at 40 s). It ends: without events, a queue's head only moves to an older gang or leaves
+        # cycle's claims did not count (its queue is retried, see Reservations.note_head), or in
+        # which a gang chooses other victims (see Reservations.retry_others_held). Otherwise those
+        # retries would wait for the next event, and on an idle cluster for good. It ends: without events, a queue's
+        # head only moves to an older gang or leaves
         # by admission, and a gang chooses other victims only after an admission or an eviction.
         while True:
             asked = self.s.cycle_again

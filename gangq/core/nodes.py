@@ -357,10 +357,9 @@ class NodePool:
 
         A few stale nodes (at most ``_OVERLAY_MAX``) are not re-sorted first: they are counted
         and looked at by their current key, beside the index, which skips their old entries.
-        Placing a gang charges one node after another, and each search re-sorted the node the
-        last pod went to; a failed placement or a what-if is then undone, and the nodes went
-        back. In a cluster of 5,000 nodes those moves were a tenth of the cost per admission, most
-        of them undone before the index settled; an undone node is now simply forgotten.
+        Placing a gang charges one node after another, and re-sorting the node the last pod went
+        to at each search is wasted when a failed placement or a what-if is then undone (the
+        nodes go back); an undone node is simply forgotten.
         """
         stale = self.stale
         moved: list[tuple[NodeState, tuple[int, ...]]] = []
@@ -448,8 +447,7 @@ class NodePool:
 
         The index orders nodes by the free amount of each key resource in turn; a scan for a pod
         that fits the first on many nodes but not the second (a GPU pod with too little CPU left
-        beside the GPUs) met those one by one. In a 1,250-node GPU pool that was 19 nodes that did
-        not fit per admission (5 per search), where a 25-node pool had one; each is a cold node.
+        beside the GPUs) met those one by one, each a cold node in a large pool.
         ``code`` itself when no key resource explains the misfit (the scan goes on).
         """
         key_resources = self.key_resources

@@ -114,8 +114,8 @@ class Placement:
         A placement that fitted every pod is kept on the gang with the state it was found in
         (node epoch, no what-if change open): asked again in the same state, it is charged again
         without a search. A starving head is placed in a what-if (its reservation: does it fit
-        now?) and, when it does, placed again at once by its real attempt; at 100,000 pending
-        that second search was most of what the reservation check cost.
+        now?) and, when it does, placed again at once by its real attempt, which then needs no
+        second search.
         """
         nodes = self.s.nodes
         state = (nodes.epoch, self.s.config_version, nodes.version, a.index)
@@ -202,8 +202,8 @@ class Placement:
         none if it never fits. From the specs only, so cached until they change (all of them,
         also those a ``MayStopSearch`` flavor search does not reach now). An option whose pods
         fit no node counts for nothing: a starving head that could only ever run in a flavor a
-        lender claims held the lender's head back through an option its pods never fit (random
-        world 3 at 40 s), and neither was admitted on an idle cluster."""
+        lender claims would hold the lender's head back through an option its pods never fit,
+        and neither would be admitted on an idle cluster."""
         version = (self.s.config_version, self.s.nodes.spec_version)
         cached = self.reachable.get(wl.key)
         if cached is None or cached[0] != version or cached[1] != cq.name:
@@ -227,11 +227,9 @@ class Placement:
     def never_fits(self, cq: ClusterQueueState, wl: Workload) -> bool:
         """Could ``wl`` not fit even an empty cluster (quota potential, node capacity)? From specs
         only: no flavor option of it is reachable (:meth:`reachable_options`), every option
-        counted, not only those a flavor search lists now. It used to look at the options listed
-        now, and a ``MayStopSearch`` search lists fewer while usage is high: cached, the answer
-        then depended on when it was first asked, and once claims asked it (they end for a gang
-        that never fits) the engine decided otherwise than trying every gang did (random world
-        320 with CPU-only gangs and runtime limits, 60 s)."""
+        counted, not only those a flavor search lists now: a ``MayStopSearch`` search lists
+        fewer while usage is high, and a cached answer would then depend on when it was first
+        asked (and so on the retry policy)."""
         return not self.reachable_options(cq, wl)
 
     def option_fits_empty_nodes(self, wl: Workload, choices: tuple[PodSetChoice, ...]) -> bool:
@@ -240,7 +238,7 @@ class Placement:
 
         Each pod set's pods must fit the empty nodes node by node, not only in total: a gang of 3
         pods of 4 GPUs on nodes of 6, 3, 2, 4 and 3 GPUs (18 in all) never fits, and as a
-        starving head it held its queue on an idle cluster (random world 2 with CPU-only gangs)."""
+        starving head it would hold its queue on an idle cluster."""
         pod_sets = self.pod_sets_of(choices)
         nodes = self.s.nodes
         placeable = 0  # any minMember pods may be the ones placed, but no more of a pod set than its nodes hold

@@ -141,11 +141,9 @@ class Preemption:
     ) -> list[Workload] | None:
         """A minimal set of victims (see docs/engine.md, Preemption) after whose release ``wl``
         fits with ``a``, or None. Fitting includes the lenders' claims: quota that a claim keeps
-        from ``wl`` is not room for it. Without that, a gang preempted gangs of its own queue to
-        make room that it then could not borrow, and the victims, requeued, were admitted again
-        into it at once (the benchmark's preempting mode at 1,000 pending: a gang evicted 24
-        times, one at one instant thousands of times once its preemptor was retried after each
-        admission)."""
+        from ``wl`` is not room for it. Without that, a gang preempts gangs of its own queue to
+        make room that it then cannot borrow, and the victims, requeued, are admitted again into
+        it at once: the same gangs are evicted over and over."""
         policy = cq.spec.preemption
         needed_frs = set(a.usage)
         borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
@@ -221,10 +219,10 @@ class Preemption:
         have stopped; None otherwise (it chooses victims anew).
 
         Victims are chosen in the first option that needs preemption, but the reservation that
-        lets gangs pass a preemptor fits it in any option once its victims stop. A gang that
-        passed it that way then made it choose more victims at its next try, one of them the
-        gang just admitted (random world 195 at 40 s: its victims freed room for it in another
-        option than the one it preempted in). Room that a lender's claim keeps from it does not
+        lets gangs pass a preemptor fits it in any option once its victims stop. Without this,
+        a gang that passed it that way would make it choose more victims at its next try, one of
+        them the gang just admitted (its victims freed room for it in another option than the
+        one it preempted in). Room that a lender's claim keeps from it does not
         count (see :meth:`find_victims`)."""
         stopping = [self.s.workloads[key] for key in wl.victims if self.s.stopping(key)]
         if not stopping:
@@ -269,7 +267,7 @@ class Preemption:
         self.s.set_reason(wl, "WaitingForPreemption", f"waits for {len(victims)} preempted gang(s) to stop: {names}")
         if cq.protected_head is wl:
             # Others' admissions, or a new claim, may leave its stopping victims short: then it
-            # chooses more, and the gangs it holds back wait for that (see _retry_held_heads).
+            # chooses more, and the gangs it holds back wait for that (see Reservations.retry_held_heads).
             self.s.held_heads[cq.name] = None
         if changed:
             self.reservations.retry_others_held(cq, wl)

@@ -26,7 +26,7 @@ from gangq.core.quota import QuotaNode
 
 State = Literal["Pending", "Admitted", "Evicting", "Finished"]
 
-# A placement kept for reuse (Engine._place): (the state it was found in: node epoch, config
+# A placement kept for reuse (Placement.place): (the state it was found in: node epoch, config
 # version, pools version, flavor option), the node charges (node, requests, pods), the pods per
 # (pod set, node), how many pods.
 Placed = tuple[tuple[int, int, int, int], list[tuple[Any, Any, int]], dict[tuple[int, str], int], int]
@@ -40,7 +40,7 @@ class NodeMark:
 
     It stays sound however long ago it was made: nodes whose capacity did not rise since then can
     take no more of its pods than they could, so only the nodes freed since can add any. A check
-    that finds them still too few moves it forward (Engine._mark_holds).
+    that finds them still too few moves it forward (Placement.mark_holds).
     """
 
     __slots__ = ("config", "freed_seq", "options", "pools", "pools_version", "shortfall")
@@ -116,7 +116,7 @@ class Workload:
         self.message = "waiting for the first scheduling cycle"
         self.emitted: tuple[str, str] | None = None
         # The gang its pending reason names as what holds it back (the head whose reservation it
-        # would delay, the claimant whose claim keeps it from borrowing): see Engine._set_reason.
+        # would delay, the claimant whose claim keeps it from borrowing): see EngineState.set_reason.
         self.cites: Workload | None = None
         self.admission: Admission | None = None
         self.admitted_at = 0.0
@@ -141,21 +141,21 @@ class Workload:
         self.admit_count = 0
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
-        # Its pods bound to nodes (Engine.update_pod), each with whether it holds node capacity for
+        # Its pods bound to nodes (Capacity.update_pod), each with whether it holds node capacity for
         # the gang (``held``): bound while the gang was admitted. One bound before the admission
         # (a JobSet that arrived unsuspended) uses its node like any other pod.
         self.pods: dict[str, bool] = {}
-        # Gangs this one preempted (see Engine._reservation): their capacity is promised to it.
+        # Gangs this one preempted (see Reservations.reservation): their capacity is promised to it.
         self.victims: tuple[str, ...] = ()
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
         self.choices: tuple[int, str, FlavorOptions] | None = None
         # (config version, ClusterQueue name, per flavor option the flavor-resources it needs
         # more of than the queue's nominal quota; None if some option needs none): see
-        # Engine._kept_out.
+        # Claims.kept_out.
         self.beyond: tuple[int, str, tuple[tuple[FlavorResource, ...], ...] | None] | None = None
         # After a failed node check of a one-pod-set gang: see NodeMark.
         self.node_mark: NodeMark | None = None
-        # Its last placement that fitted every pod: see Engine._place.
+        # Its last placement that fitted every pod: see Placement.place.
         self.placement: Placed | None = None
 
     @property
@@ -217,7 +217,7 @@ class ClusterQueueState:
         self.flavor_resources: tuple[FlavorResource, ...] = ()
         self.layout: tuple[object, ...] = ()
         self.frs_by_resource: dict[str, tuple[FlavorResource, ...]] = {}
-        # The starving gang that holds a reservation (see Engine._reservation), or None.
+        # The starving gang that holds a reservation (see Reservations.reservation), or None.
         self.protected_head: Workload | None = None
         self.deleted = False
         self.admitted_total = 0
@@ -245,7 +245,7 @@ class ClusterQueueState:
         for fr in self.flavor_resources:
             by_resource.setdefault(fr[1], []).append(fr)
         self.frs_by_resource = {r: tuple(frs) for r, frs in by_resource.items()}
-        # What a gang's flavor options depend on, of this spec (see Engine._options).
+        # What a gang's flavor options depend on, of this spec (see Placement.options).
         self.layout = tuple(
             (tuple(group.covered_resources), tuple(flavor.name for flavor in group.flavors))
             for group in spec.resource_groups
@@ -379,7 +379,7 @@ class ClusterQueueState:
         return merge_keys(iter(self.active), iter(self.inadmissible))
 
     def head(self) -> Workload | None:
-        """The protected head if it is still queued here (see ``Engine._reservation_blocks``)."""
+        """The protected head if it is still queued here (see ``Reservations.blocks``)."""
         head = self.protected_head
         if head is not None and (head.queued is None or head.cq is not self or head.state != "Pending"):
             self.protected_head = head = None

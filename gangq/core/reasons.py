@@ -48,9 +48,9 @@ class Reasons:
         gangs whose reason names it and that were not tried again since get a new reason, worked
         out without trying them (:meth:`explain`).
 
-        The retry shortcuts skip the gangs that are known to fail, and a skipped gang kept the
-        reason of its last try: "cannot borrow: ClusterQueue 'q1' is reclaiming its lent quota
-        for ns/w30" long after ns/w30 was admitted, and q1's new head ns/w52 claimed nothing the
+        The retry shortcuts skip the gangs that are known to fail, and a skipped gang keeps the
+        reason of its last try: without this, "cannot borrow: ClusterQueue 'q1' is reclaiming its
+        lent quota for ns/a" long after ns/a was admitted, when q1's new head claims nothing the
         gang needs. Only the gangs whose reason names the gang that changed are looked at: as
         many as were told so, by tries that happened anyway."""
         ended = self.s.cite_ended
@@ -134,7 +134,7 @@ class Reasons:
 
     def shown_message(self, wl: Workload) -> str:
         """A pending gang's message as a person sees it now: behind a StrictFIFO head, with the
-        head named (the stored message does not name it, see :meth:`_strict_message`)."""
+        head named (the stored message does not name it, see :func:`~gangq.core.reasons.strict_message`)."""
         cq = wl.cq
         if wl.reason != "BlockedByHead" or cq is None or wl.state != "Pending":
             return wl.message

@@ -66,10 +66,9 @@ class Reservations:
 
         Only one worked out at this very time: a reservation depends on the time as well as on
         the state. Runners past their expected end have no known end any more, and heads start
-        to starve as time passes, so one worked out at 418 (a runner ending at 419 let the head
-        in at 478) was not the one a computation at 420 gives (no time), and kept at 420 it let
-        a gang pass that trying every gang held back (random world 320 with CPU-only gangs and
-        runtime limits, 60 s)."""
+        to starve as time passes: one worked out a moment ago (a runner about to end lets the
+        head in later) is not the one worked out now (that runner past its end: no time), and
+        kept, it would let a gang pass that the head holds back."""
         cached = self.cache.get(head.key)
         if cached is not None and cached.version == (self.s.version, self.s.heads_version) and cached.at == now:
             return cached
@@ -107,9 +106,8 @@ class Reservations:
                 # Nothing is released first: each assignment's claim, quota and node tests run
                 # before the older heads' reservations are worked out, and those only for an
                 # assignment that passes them. Each is a what-if of its own, needed only to know
-                # whether a head that fits is held back; at 100,000 pending, heads that a lender
-                # claims back from or that the nodes cannot take made 0.31 of them per admission
-                # when they were all worked out first, and 0.06 remain.
+                # whether a head that fits is held back, and most heads are ruled out before
+                # (a lender claims back what they borrow, or the nodes cannot take them).
                 for a in cands.assignments:
                     if self.claims.claimed_from(cq, a):
                         result.claimed = True
@@ -136,9 +134,8 @@ class Reservations:
 
         When the older heads' reservations are all cached, one what-if placement of ``head``
         answers both; otherwise they are worked out after the fit test and outside any what-if,
-        as :meth:`scope` requires, and the head is placed again. At 100,000 pending, 0.2 heads per
-        admission were placed twice, once to learn that they fit and once to hold their place
-        while the older heads' reservations were checked.
+        as :meth:`scope` requires, and the head is placed again (once to learn that it fits, once
+        to hold its place while the older heads' reservations are checked).
         """
         if not self.placement.fits_quota(cq, a):
             return None
@@ -262,9 +259,9 @@ class Reservations:
         The promise is the reservation time when a gang was first checked against it here
         (``promise``: a real attempt, not an older head's what-if inside another reservation).
         Not the first time anybody worked the reservation out: when that happens depends on which
-        retries the engine skips, and a preemptor's reservation worked out while its victims
-        stopped ("now") was kept as its promise through a later wait without any time, so that
-        a minute later gangs behind it that the engine trying every gang let pass were held back.
+        retries the retry policy skips, and a preemptor's reservation worked out while its
+        victims stopped ("now") would be kept as its promise through a later wait without any
+        time, holding back gangs behind it that delay nothing.
         """
         promised = self.promised
         for head, info in heads:
@@ -355,8 +352,7 @@ class Reservations:
         no reservation time (no runtime limits anywhere). Not when only a lender's claim keeps it
         from fitting (:attr:`Reservation.claimed`): the claim ends for reservations as soon as
         the lender's gang is admitted, possibly later in this cycle, and then the head fits and
-        gangs behind it that do not delay it may pass; each is then checked at its turn. Stopping
-        at such a head for the whole cycle decided otherwise than trying every gang does.
+        gangs behind it that do not delay it may pass; each is then checked at its turn.
         """
         if self.failed_for_capacity(head, ctx):
             return True
@@ -373,13 +369,12 @@ class Reservations:
         Not when only a lender's claim keeps it from fitting (:attr:`Reservation.claimed`).
         Nor when it fits but an older head's reservation holds it back
         (:attr:`Reservation.held_by`) and that older head may still be admitted in this cycle:
-        then it fits, and gangs behind it that do not delay it may pass. Stopping at such a head
-        for the rest of the cycle decided otherwise than trying every gang (random world 459
-        with CPU-only gangs at 40 s). An older head that starves without a reservation time and
+        then it fits, and gangs behind it that do not delay it may pass (stopping at such a head
+        for the rest of the cycle would hold them back for nothing). An older head that starves without a
+        reservation time and
         that does not fit now in any option (or failed for lack of capacity in this cycle)
         cannot fit before the cycle ends, so it holds the head back until then: as long as
-        every option's holder is such a head, the queue stays held (counting every held head as
-        not holding had retries at 100,000 pending try 14 % more gangs)."""
+        every option's holder is such a head, the queue stays held."""
         now = ctx.now
         if not self.starving(head, now):
             return False
@@ -413,7 +408,7 @@ class Reservations:
             return False
         if head.key in ctx.capacity_failed:
             return True
-        # Or it lacks quota now for every flavor option (the first test of _fits_with).
+        # Or it lacks quota now for every flavor option (the first test of Placement.fits).
         cq = head.cq
         if cq is None:
             return False
@@ -433,10 +428,9 @@ class Reservations:
 
         Another queue's head displaced during the cycle (:meth:`note_head`) still counts until
         the cycle ends, like the claims pinned as it starts. Its queues are retried in another
-        cycle at once (see :meth:`schedule`); had the hold ended in the middle of the cycle,
-        whether a gang it held back passed in this cycle or in the next depended on whether the
-        retry shortcuts had let its queue in at the start (random world 67 with CPU-only gangs
-        at 60 s)."""
+        cycle at once (see :meth:`Engine.schedule`); were the hold to end in the middle of the
+        cycle, whether a gang it held back passed in this cycle or in the next would depend on
+        whether the retry policy let its queue in at the start."""
         if not self.s.protected:
             return
         head = cq.head()
@@ -487,17 +481,13 @@ class Reservations:
         """``wl``'s reservation changed in this cycle (it chose victims: those still stopping count
         as released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
         have held back, are retried in another cycle at once. A starving head without a
-        reservation time was taken to hold them until it was admitted or left, and a gang that
-        no longer delayed it waited for the next event (random world 117 at 40 s: q0's new gang
-        was held back by q1's starving head, which then took a gang stopping after its
-        pods-ready timeout as its victim; with that counted as released, q0's gang delays
-        nothing, and it waited although it fitted; in random world 137 the victims were new, and
-        a starving head of another queue, retried, would take them as its victims too).
+        reservation time holds them until it is admitted or leaves; once it took a stopping gang
+        as its victim (counted as released), a gang held back by it may delay it no longer, and
+        without the retry it would wait for the next event although it fits (and a starving head
+        of another queue, retried, may take the same victims).
 
-        Every other queue, not only those whose gangs' reasons name ``wl``: the retry shortcuts
-        leave a skipped gang its last reason, so which gangs name it depends on them, and
-        retrying only those decided otherwise than trying every gang (limits world 160 at
-        20 s)."""
+        Every other queue, not only those whose gangs' reasons name ``wl``: the retry policy may
+        leave a skipped gang its last reason, so which gangs name it depends on the policy."""
         others = [other for other in self.s.tree_queues(cq) if other is not cq]
         for other in others:
             self.s.request_retry(other)
@@ -511,19 +501,14 @@ class Reservations:
         next cycle, at once. The admissions may have taken what the head fitted, made the claim
         give way (the lender's gang can no longer fit), or left its stopping victims short, and
         then it may preempt (more); with its victims counted as released, the gangs that it
-        holds back and that do not delay it may pass. Nothing else retried it: its holder holds
-        it until it is admitted or leaves (random world 82 at 40 s: an admission took what q0's
-        head fitted; retried, it took a stopping gang as its victim, and two gangs of q0 that it
-        held back fitted; worlds 277, 143 and 258 with CPU-only gangs: a claim gave way, and
-        victims no longer sufficed).
+        holds back and that do not delay it may pass. Nothing else retries it: its holder holds
+        it until it is admitted or leaves.
 
         Only queues that may preempt: a head that may not gains nothing from the retry (without
         runtime limits it holds the gangs behind it either way), and retrying every such queue
-        after every admitting cycle took the gangs tried per admission at 100,000 pending (where
-        no queue preempts) from about 2 to over 200 once heads starved. The whole queue, not
-        the head alone: a gang behind the head may take the queue's preemption attempt (a
-        retry of the head alone decided otherwise than trying every gang, in plain random world
-        82 at 20 s: the gang behind the head took a stopping gang as its victim)."""
+        after every admitting cycle would retry deep queues over and over once heads starve. The
+        whole queue, not the head alone: a gang behind the head may take the queue's preemption
+        attempt (a stopping gang as its victim)."""
         roots = {wl.cq.node.top for wl in admitted if wl.cq is not None}
         for name in list(self.s.held_heads):
             cq = self.s.cluster_queues.get(name)
@@ -537,7 +522,7 @@ class Reservations:
         """Keep ``protected_head``: the first capacity-blocked gang in queue order.
 
         A new head's reclaim claims join the cycle's at once (the cycle compares heads before and
-        after each gang it tries and bumps ``_heads_version`` when they differ). ``claimed``: a
+        after each gang it tries and bumps ``heads_version`` when they differ). ``claimed``: a
         lender's claim kept ``wl`` out in some flavor option.
         """
         head = cq.head()
@@ -549,15 +534,14 @@ class Reservations:
             claims = ctx.claims.get(cq.node.root())
             if claims is not None and self.claims.add_claims(claims, cq, wl) and claimed:
                 # A lender's claim kept it out, in a cycle whose claims were worked out without
-                # its own: counted, that lender's gang may give way to it (see _stuck_claimants).
-                # Random world 236 with CPU-only gangs at 40 s: two heads claimed what the other
-                # borrowed, and one of them waited on an idle cluster.
+                # its own: counted, that lender's gang may give way to it (see
+                # Claims.stuck_claimants). Two heads that claim what the other borrows would
+                # otherwise wait on an idle cluster.
                 self.s.request_retry(cq)
                 self.s.cycle_again += 1
             # The head it replaces may claim quota back that it does not, and its reservation
             # held back other queues' gangs that borrow (its scope), which the new head's may not.
-            # Without the retry, such a gang waited on a head that no longer was one ("ns/w58 has
-            # waited longer than the starvation timeout" while ns/w60 had taken its place).
+            # Without the retry, such a gang would wait on a head that no longer is one.
             if head is not None:
                 self.s.cycle_again += 1
                 self.s.displaced.setdefault(cq.name, []).append(head)

@@ -4,7 +4,7 @@ A gang that does not fit waits on its queue's inadmissible list and is tried aga
 something that could let it fit changes. :class:`FullRetry` then tries every waiting gang in full.
 :class:`IncrementalRetry` (the engine's default) skips the gangs that are known to fail and the
 retries that are known to try nothing, and decides exactly as :class:`FullRetry` does
-(``tests/engine/test_properties.py`` compares the two engines on random worlds):
+(``tests/engine/test_properties.py`` compares the two on random event sequences):
 
 - the demand index bounds a retry to the gangs that fit what the queue may take
   (:meth:`IncrementalRetry.cursor`, :meth:`IncrementalRetry.candidate_bounds`);
@@ -106,15 +106,15 @@ class IncrementalRetry(RetryPolicy):
         if wl.reason in _HELD_BACK and not self.s.may_preempt(cq):
             head = cq.head()
             if head is not None and head.order_key < wl.order_key and self.reservations.holds_queue(head, ctx):
-                # Every path of _try ends before admission: at quota, at nodes, or at this head's
+                # Every path of try_gang ends before admission: at quota, at nodes, or at this head's
                 # reservation. Retry when capacity comes free anywhere (a superset of the others),
                 # unless the head holds the queue until it is admitted (which retries the queue).
                 # Not in a queue that may preempt: each of its retries is also a preemption
                 # attempt, taken by its first gang that may preempt, so the retries it gets must
-                # be those _try asks for. _try, which also looks at the other flavor options, may
-                # find one that fails the node check and ask for a retry when nodes come free;
-                # skipped here, a later retry did not happen, and a new gang took the preemption
-                # attempt that the head had taken (random world 426 at 40 s).
+                # be those try_gang asks for: it also looks at the other flavor options, may find
+                # one that fails the node check and ask for a retry when nodes come free; skipped
+                # here, that retry would not happen, and a new gang would take the preemption
+                # attempt that the head takes.
                 # Not behind a head that only a lender's claim keeps out (``claimed``): it holds
                 # nothing for sure, and the gang's try asks for what the gang waits for (freed
                 # nodes, if it fails the node check), which no retry request here could match.
@@ -174,9 +174,9 @@ class IncrementalRetry(RetryPolicy):
                 else:
                     reclaimed = True
         if not listed:
-            return False  # never fits: _try says so
+            return False  # never fits: try_gang says so
         if unblocked:
-            # _try would check nodes for these; skip only if every one of them must fail.
+            # try_gang would check nodes for these; skip only if every one of them must fail.
             mark = wl.node_mark
             if (
                 cq.spec.admission_mode != "QuotaAndNodes"
@@ -187,7 +187,7 @@ class IncrementalRetry(RetryPolicy):
             ):
                 return False
             self.s.wait_for_nodes(cq, wl, mark.pools if mark.pools_version == self.s.nodes.version else None)
-        # Otherwise nothing fits the quota, or only quota a lender reclaims: _try fails on quota.
+        # Otherwise nothing fits the quota, or only quota a lender reclaims: try_gang fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
         self.reservations.note_head(cq, wl, ctx, reclaimed)
@@ -229,8 +229,8 @@ class IncrementalRetry(RetryPolicy):
         claimant = self.claims.claimant_head(cq, claims)
         if claimant is not None:
             # Among the keys, and kept there when the bounds shrink during the walk (a candidate
-            # anyway, it fit the bounds of a flavor it cannot have, and was dropped from a retry
-            # when that flavor's quota went to gangs ahead of it: random world 7 at 40 s).
+            # anyway, it may fit the bounds of a flavor it cannot have, and must not be dropped
+            # from the retry when that flavor's quota goes to gangs ahead of it).
             at = bisect.bisect_left(keys, claimant.order_key)
             if at == len(keys) or keys[at] != claimant.order_key:  # not a candidate
                 if self.claims.claimant_may_fit(cq, claimant, claims):
@@ -244,15 +244,15 @@ class IncrementalRetry(RetryPolicy):
                 end = bisect.bisect_right(keys, head.order_key)
                 if keys[end - 1] == head.order_key and head.key not in ctx.capacity_failed:
                     # The walk tries the head before any gang behind it: whether it starves is
-                    # known for free once it has failed (see _retry_keys), instead of by a what-if
-                    # placement of it now, which at 100,000 pending was 0.39 per admission, mostly
-                    # for heads that fit and were then placed again for real.
+                    # known for free once it has failed (see keys), instead of by a what-if
+                    # placement of it now (mostly of heads that fit and are then placed again for
+                    # real).
                     holding = head
                 elif self.reservations.starves_all_cycle(head, ctx):
                     # It does not fit now, and cannot later in this cycle (what the queue may take
                     # only shrinks): no gang behind it can be admitted in this cycle. Unless a new
                     # gang ahead of it fails in this cycle and so becomes the protected head in its
-                    # place (then the walk decides at each step, see _retry_keys).
+                    # place (then the walk decides at each step, see IncrementalRetry.keys).
                     keys = keys[:end]
         retried = self.keys(cq, keys, ctx, holding, claimant)
         return merge_keys(iter(cq.active), retried) if cq.active else retried
@@ -307,8 +307,8 @@ class IncrementalRetry(RetryPolicy):
         what one gives back, and counted alone, what was given back soon let every gang in
         again). A lender's claim in force now caps it at the queue's unused nominal quota, as
         :meth:`Claims.amount` does; one that ended since is no reason to retry in full (a head's
-        admission ends its claims and retries the other queues of its cohort: at 100,000 pending
-        2.5 such retries per admission found every gang still short). That stands as long as no
+        admission ends its claims and retries the other queues of its cohort, which mostly find
+        every gang still short). That stands as long as no
         gang joined the queue (leaving ones only raise the least demand), the queue's own usage did
         not drop (its own releases discard the screen), and the configuration is the same. If
         even those bounds leave every gang short, the retry's candidates would be empty, and it
@@ -463,8 +463,8 @@ class IncrementalRetry(RetryPolicy):
 
         In a queue of CPU-only and GPU gangs, the CPU gangs may be short of CPU while GPU gangs
         that need less CPU are short of GPUs: the least CPU that every gang requests fits, yet no
-        gang does. At 100,000 pending, those were three in four of the retries that found no
-        gang to try, and without a screen each release in the cohort repeated them.
+        gang does; without a screen, each release in the cohort would retry such a queue for
+        nothing.
         """
         groups = cq.spec.resource_groups
         flavors = groups[0].flavors if len(groups) == 1 else None  # one bound per flavor

@@ -59,7 +59,7 @@ class EngineState:
         self.cite_ended: dict[str, Workload] = {}
         self.unrouted: dict[str, Workload] = {}  # pending, not in any ClusterQueue queue
         # ClusterQueues with gangs blocked on nodes -> the node pools (ids) that could take their
-        # pods (None: any pool); see Engine._capacity_freed_nodes.
+        # pods (None: any pool); see Capacity.capacity_freed.
         self.waiting_nodes: dict[str, frozenset[int] | None] = {}
         self.freed_seen = 0  # NodeIndex.freed_seq when pools_freed last looked
         self.freed_pools_version = -1  # NodeIndex.version then (pool ids change with it)
@@ -90,8 +90,8 @@ class EngineState:
 
         ``why`` names a change that the retry shortcuts know to be all there is, as long as
         nothing else asks for the retry before the next cycle: ``"quota"``, quota given back by
-        another queue of ``cq``'s tree or a claim on lent quota that ended (see _still_short);
-        ``"nodes"``, node capacity that came free (see _node_retry).
+        another queue of ``cq``'s tree or a claim on lent quota that ended (see IncrementalRetry.still_short);
+        ``"nodes"``, node capacity that came free (see IncrementalRetry.node_retry).
         """
         sc = self.scratch[cq.name]
         first = not sc.retry
@@ -115,18 +115,17 @@ class EngineState:
         """More quota may be available to the other queues of ``cq``'s tree: retry them. Called
         when ``cq`` releases quota, and when it stops claiming lent quota back for a waiting gang
         (:meth:`Claims.add_claims`); without the latter, a gang blocked only by the claim ("cannot
-        borrow: ClusterQueue … is reclaiming its lent quota") waited for some unrelated release.
-        Either way a quota retry (:meth:`IncrementalRetry.still_short` may skip it): a claim that ends raises what
-        a queue may take only where it capped it, and the screen knows those places. As full
-        retries, the end of a head's claims (its admission) retried every other queue of its
-        cohort, and at 100,000 pending 2.5 such retries per admission found no gang to try.
+        borrow: ClusterQueue … is reclaiming its lent quota") would wait for some unrelated
+        release. Either way a quota retry (:meth:`IncrementalRetry.still_short` may skip it): a
+        claim that ends raises what a queue may take only where it capped it, and the screen
+        knows those places; as full retries, the end of a head's claims (its admission) would
+        retry every other queue of its cohort, mostly for nothing.
 
         All of them, without first asking whether one of their gangs could use it: that question
-        is the one a retry asks first anyway (:meth:`IncrementalRetry.candidate_bounds`), at the queue's turn in
-        the cycle, with the cycle's claims already worked out; asked here as well, at every
-        release, for every queue of the cohort, it cost more than the retries it saved (100,000
-        pending: 330 µs per admission with the screen, 300 without; fewer at every size), and
-        its answer could be out of date by the queue's turn. A retry that cannot admit anything
+        is the one a retry asks first anyway (:meth:`IncrementalRetry.candidate_bounds`), at the
+        queue's turn in the cycle, with the cycle's claims already worked out; asked here as well,
+        at every release, for every queue of the cohort, it costs more than the retries it saves,
+        and its answer could be out of date by the queue's turn. A retry that cannot admit anything
         ends at its bounds or at its protected head (:meth:`IncrementalRetry.keys`).
         """
         for other in self.tree_queues(cq):
@@ -243,7 +242,7 @@ class EngineState:
         # retry it competed for that capacity with every other gang once the eviction was done,
         # unless some unrelated change happened to retry its queue first. (Evicted by a
         # preemption in a cycle, the other queues of the tree are retried at once: the preemptor
-        # chose victims, see _retry_others_held.)
+        # chose victims, see Reservations.retry_others_held.)
         for other in self.tree_queues(cq):
             if self.may_preempt(other):
                 self.request_retry(other)
