@@ -20,13 +20,12 @@ or as the pure-Python source (an editable install, or ``GANGQ_PURE_PYTHON=1``). 
 environment where gangq is installed: ``benchmarks/`` is first on ``sys.path``, not the checkout.
 Cases are repeated, each run in a fresh subprocess, and the run with the median
 ``us_per_admission`` is reported (``runs`` says how many, ``us_per_admission_runs`` lists them
-all): the 1,000-gang case takes a fifth of a second of CPU, and on a shared machine two runs of it
-in a row differed by 40 %, which the cost ratio inherited in full; two runs of the 100,000-gang
-case in a row differed by 25 %. The runs go in rounds (one run of each case per round, smallest
-first), so that a slow spell falls on every case alike. Defaults: 9 runs of the first case, 3 of
+all): the 1,000-gang case takes a fifth of a second of CPU, and on a shared machine single runs
+vary widely, which the cost ratio would inherit in full. The runs go in rounds (one run of each
+case per round, smallest first), so that a slow spell falls on every case alike. Defaults: 9 runs of the first case, 3 of
 the second and 5 of the third (``--repeats N`` for N runs of every case): the cost ratio of the
-third to the first is a target, and with medians of 5 and 3 runs it spread from 1.73 to 2.06 for
-code whose costs did not measurably differ (interleaved A/B runs).
+third to the first is a target, and medians of fewer runs spread widely for code whose costs do
+not differ.
 ``--preemption`` runs the same cases with ClusterQueues that may preempt (``withinClusterQueue:
 LowerPriority``, ``reclaimWithinCohort: Any``) and gangs of priorities 0 to 3: the contract's
 cases never preempt, so rules on the preemption path cost them nothing and show only here. A
@@ -177,8 +176,8 @@ def run_case(
 
     ends: list[tuple[float, str]] = []
     # --preemption only: admitted gang -> its end (an entry of ends that is not is a preempted
-    # gang's old end). Not kept otherwise: at 100,000 pending it held 31,000 gangs, and the
-    # case's peak RSS is the engine's figure.
+    # gang's old end). Not kept otherwise: in a deep case it holds tens of thousands of gangs,
+    # and the case's peak RSS is the engine's figure.
     running: dict[str, float] = {}
     now = 1.0
     admitted = cycles = evictions = finished = 0
