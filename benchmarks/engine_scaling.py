@@ -22,8 +22,8 @@ Cases are repeated, each run in a fresh subprocess, and the run with the median
 ``us_per_admission`` is reported (``runs`` says how many, ``us_per_admission_runs`` lists them
 all): the 1,000-gang case takes a fifth of a second of CPU, and on a shared machine single runs
 vary widely, which the cost ratio would inherit in full. The runs go in rounds (one run of each
-case per round, smallest first), so that a slow spell falls on every case alike. Defaults: 9 runs of the first case, 3 of
-the second and 5 of the third (``--repeats N`` for N runs of every case): the cost ratio of the
+case per round, smallest first), so that a slow spell falls on every case alike. Defaults: 9 runs
+of the first case, 3 of the second and 5 of the third (``--repeats N`` for N runs of every case): the cost ratio of the
 third to the first is a target, and medians of fewer runs spread widely for code whose costs do
 not differ.
 ``--preemption`` runs the same cases with ClusterQueues that may preempt (``withinClusterQueue:
