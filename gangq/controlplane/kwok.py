@@ -79,9 +79,10 @@ spec:
     statusTemplate: |
       {{{{ $now := Now }}}}
       containerStatuses:
-      {{{{ range .spec.containers }}}}
-      - image: {{{{ .image | Quote }}}}
-        name: {{{{ .name | Quote }}}}
+      {{{{ range $index, $item := .spec.containers }}}}
+      {{{{ $origin := index $.status.containerStatuses $index }}}}
+      - image: {{{{ $item.image | Quote }}}}
+        name: {{{{ $item.name | Quote }}}}
         ready: false
         restartCount: 0
         started: false
@@ -90,7 +91,7 @@ spec:
             exitCode: {exit_code}
             finishedAt: {{{{ $now | Quote }}}}
             reason: {reason}
-            startedAt: {{{{ $now | Quote }}}}
+            startedAt: {{{{ $origin.state.running.startedAt | Quote }}}}
       {{{{ end }}}}
       conditions:
       - lastTransitionTime: {{{{ $now | Quote }}}}
@@ -167,9 +168,6 @@ spec:
       - lastTransitionTime: {{{{ $now | Quote }}}}
         status: "True"
         type: ContainersReady
-      - lastTransitionTime: {{{{ $now | Quote }}}}
-        status: "True"
-        type: PodScheduled
       containerStatuses:
       {{{{ range .spec.containers }}}}
       - image: {{{{ .image | Quote }}}}

@@ -191,6 +191,9 @@ class ControlPlane:
             f"--service-account-signing-key-file={self.pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints reject (no
+            # pod here needs to reach the API server through the Service).
+            "--endpoint-reconciler-type=none",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             "--allow-privileged=true", "--profiling=false",
             *self._audit_args(),
@@ -203,7 +206,9 @@ class ControlPlane:
             f"--controllers={','.join(CONTROLLERS)}",
             f"--service-account-private-key-file={self.pki.sa_key}",
             f"--root-ca-file={self.pki.ca_cert}",
-            "--use-service-account-credentials=false",
+            # each controller as its own ServiceAccount, with the bootstrap RBAC of its role (as
+            # kubeadm runs it): the controller-manager user itself may do little
+            "--use-service-account-credentials=true",
             "--leader-elect=false", "--secure-port=0",
             "--kube-api-qps=200", "--kube-api-burst=400",
         ])
@@ -222,6 +227,7 @@ class ControlPlane:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}={kwok.NODE_ANNOTATION_VALUE}",
             "--node-lease-duration-seconds=0",
+            "--cidr=10.244.0.1/16",  # pod IPs, apart from the nodes' and the Services' ranges
             "--server-address=",
         ])
         self._wait("kube-scheduler and the default ServiceAccount", self._default_service_account)
@@ -294,8 +300,8 @@ class ControlPlane:
         except (urllib.error.URLError, OSError):
             return False
 
-    def request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> Any:
-        """One API request as ``who``; returns the decoded JSON body. Raises urllib's HTTPError."""
+    def raw_request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> bytes:
+        """One API request as ``who``; returns the body. Raises urllib's HTTPError."""
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
@@ -303,15 +309,18 @@ class ControlPlane:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(req, timeout=10, context=context) as resp:
-            text = resp.read()
+            return bytes(resp.read())
+
+    def request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> Any:
+        """One API request as ``who``; returns the decoded JSON body. Raises urllib's HTTPError."""
+        text = self.raw_request(method, path, body, who=who)
         return json.loads(text) if text else None
 
     def _apiserver_ready(self) -> bool:
         try:
-            self.request("GET", "/readyz")
-        except (urllib.error.URLError, OSError, json.JSONDecodeError):
+            return self.raw_request("GET", "/readyz") == b"ok"
+        except (urllib.error.URLError, OSError):
             return False
-        return True
 
     def _default_service_account(self) -> bool:
         try:
@@ -329,12 +338,18 @@ class ControlPlane:
         specs = parse_node_spec(self.nodes or DEFAULT_NODE_SPEC)
         self.announce(f"creating {len(specs)} kwok nodes")
         for node in specs:
+            name = node["metadata"]["name"]
             node["metadata"].setdefault("annotations", {})[kwok.NODE_ANNOTATION] = kwok.NODE_ANNOTATION_VALUE
             status = node.pop("status", None)
+            taints = node.get("spec", {}).get("taints", [])
             created = self.request("POST", "/api/v1/nodes", node)
             if status is not None:
                 created["status"] = status
-                self.request("PUT", f"/api/v1/nodes/{node['metadata']['name']}/status", created)
+                created = self.request("PUT", f"/api/v1/nodes/{name}/status", created)
+            # The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
+            # controller, which would lift it once the node reports Ready, does not run here.
+            created.setdefault("spec", {})["taints"] = taints
+            self.request("PUT", f"/api/v1/nodes/{name}", created)
 
     def apply(self, documents: Iterable[dict[str, Any]], *, who: str = "admin") -> None:
         """``kubectl apply --server-side`` of ``documents`` as ``who``."""

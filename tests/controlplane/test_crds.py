@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gangq.controlplane.launcher import ControlPlane
-from tests.controlplane.kube import kubectl, namespace, wait_for
+from tests.controlplane.kube import kubectl, namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,11 +81,14 @@ def test_a_local_queues_cluster_queue_is_immutable(crds: ControlPlane) -> None:
     assert "clusterQueue" in out and "immutable" in out
 
 
-def test_unknown_fields_are_pruned(crds: ControlPlane) -> None:
+def test_unknown_fields_are_rejected_under_strict_validation_and_pruned_without(crds: ControlPlane) -> None:
     doc = _cq()
     doc["metadata"]["name"] = "pruned"
     doc["spec"]["notAField"] = 1
-    kubectl(crds, "apply", "--server-side", "-f", "-", input=[doc], check=False)
-    wait_for(lambda: kubectl(crds, "get", "clusterqueue", "pruned", "-o", "json", check=False).startswith("{"),
-             10, "the ClusterQueue")
-    assert "notAField" not in kubectl(crds, "get", "clusterqueue", "pruned", "-o", "json")
+    out = kubectl(crds, "apply", "--server-side", "-f", "-", input=[doc], check=False)
+    assert ".spec.notAField" in out and "not declared in schema" in out, out
+    out = kubectl(crds, "create", "-f", "-", input=[doc], check=False)  # kubectl validates strictly
+    assert 'unknown field "spec.notAField"' in out, out
+    kubectl(crds, "create", "--validate=false", "-f", "-", input=[doc])
+    stored = kubectl(crds, "get", "clusterqueue", "pruned", "-o", "json")
+    assert "notAField" not in stored and "BestEffortFIFO" in stored

@@ -68,6 +68,7 @@ def _jobset(name: str, queue: str, *, pods: int, gpus: int, run_seconds: float) 
         "kind": "JobSet",
         "metadata": {"name": name, "labels": {"gangq.io/queue-name": queue}},
         "spec": {
+            "suspend": True,  # as the examples say: gangq unsuspends it on admission
             "replicatedJobs": [{
                 "name": "worker",
                 "replicas": 1,
@@ -88,7 +89,8 @@ def _jobset(name: str, queue: str, *, pods: int, gpus: int, run_seconds: float) 
 
 def _queues(ns: str) -> list[dict[str, Any]]:
     return [
-        {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}},
+        {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"},
+         "spec": {"nodeLabels": {}}},
         {"apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "gpu-cq"},
          "spec": {"namespaceSelector": {}, "resourceGroups": [{
              "coveredResources": ["cpu", GPU],
