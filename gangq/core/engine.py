@@ -12,7 +12,8 @@ sort orders, so the same events in the same order give the same decisions.
 :class:`Engine` is the facade of the events and queries; each rule lives in the module named after
 it: :mod:`~gangq.core.placement`, :mod:`~gangq.core.claims`, :mod:`~gangq.core.reservations`,
 :mod:`~gangq.core.retry`, :mod:`~gangq.core.preemption`, :mod:`~gangq.core.attempt`,
-:mod:`~gangq.core.cycle`, :mod:`~gangq.core.reasons`, over the shared :mod:`~gangq.core.state`,
+:mod:`~gangq.core.cycle`, :mod:`~gangq.core.reasons`, :mod:`~gangq.core.routing`,
+:mod:`~gangq.core.capacity`, :mod:`~gangq.core.timers`, over the shared :mod:`~gangq.core.state`,
 the pending queues (:mod:`~gangq.core.queue`) and the admitted-state cache
 (:mod:`~gangq.core.quota`, :mod:`~gangq.core.nodes`).
 """
