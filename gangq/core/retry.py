@@ -42,7 +42,8 @@ _HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResource
 
 
 class RetryPolicy:
-    """Which waiting gangs a retry tries. The engine binds it to its state (:meth:`bind`)."""
+    """Which waiting gangs a retry tries. The engine binds it to its state (:meth:`bind`), so a
+    policy object serves one engine."""
 
     def bind(self, state: EngineState, placement: Placement, claims: Claims, reservations: Reservations) -> None:
         self.s = state

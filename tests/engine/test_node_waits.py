@@ -189,7 +189,7 @@ def _starving_head_deleted(engine_class: type[Engine]) -> list[str]:
 
 def test_deleting_a_starving_head_lets_the_gangs_it_held_back_pass() -> None:
     """The held-back gangs were skipped without a retry of their own (IncrementalRetry.fails_again): the
-    head's leaving retries its queue (Engine._unqueue), or small would wait for an unrelated
+    head's leaving retries its queue (Routing.unqueue), or small would wait for an unrelated
     event."""
     assert _starving_head_deleted(Engine) == ["small"]
 

@@ -262,7 +262,7 @@ def test_nodes_with_equal_free_capacity_are_chosen_in_name_order() -> None:
 
 def test_a_node_describes_a_status_update_but_not_a_change_of_what_it_offers() -> None:
     """An unchanged spec (a status update) retries nothing; a change of capacity, labels, taints or
-    schedulability can leave a head unable to fit even an empty cluster (Engine._nodes_changed)."""
+    schedulability can leave a head unable to fit even an empty cluster (Capacity.nodes_changed)."""
     from gangq.core import Taint
 
     taints = [Taint("gpu", "yes", "NoSchedule"), Taint("zone", "a", "NoExecute")]

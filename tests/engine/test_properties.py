@@ -410,7 +410,7 @@ def _with_deletions(
 ) -> tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]]:
     """``world`` with a pending gang deleted after about one event in eight (half of them the
     oldest pending gang, often a protected head). Deleting a protected head asks its queue and
-    its cohort for a full retry (Engine._unqueue); no other world deletes a gang that waits. Its
+    its cohort for a full retry (Routing.unqueue); no other world deletes a gang that waits. Its
     own random stream, so the world's other events stay as they are."""
     queues, nodes, fair, events = world
     rnd = random.Random(seed * 7919 + 3)
@@ -617,7 +617,7 @@ def test_retry_shortcuts_change_no_decision_when_claims_give_way(seed: int, time
     whether any claim gave way looked only at the first: the engine that tries every gang
     admitted the claimant's gang, and the retry never tried it. World 7 at 40 s found, under a
     wider version of the rule (every claimant's gang could borrow), that a retry dropped that
-    gang when the bounds of a flavor it could not have shrank (Engine._retry_keys keeps it)."""
+    gang when the bounds of a flavor it could not have shrank (IncrementalRetry.keys keeps it)."""
     world = _with_cpu_only_gangs(_random_world(seed), seed)
     if limits:
         world = _with_runtime_limits(world, seed, limits)
@@ -631,7 +631,7 @@ def test_retry_shortcuts_change_no_decision_when_a_held_head_is_freed_within_the
     seed: int, timeout: float
 ) -> None:
     """Worlds with CPU-only gangs in which a lender's gang passes a starving head that it keeps
-    out (Engine._claim_keeps_out). In them a starving head fit but an older head's reservation
+    out (Claims.claim_keeps_out). In them a starving head fit but an older head's reservation
     held it back, and that older head was admitted later in the same cycle: the head then fit,
     and the engine that tries every gang let a gang behind it pass, while the retry, which had
     stopped at the held head for the rest of the cycle, never tried that gang. A held head
