@@ -206,7 +206,7 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
     jobset_controller = {
         ("batch", "jobs", "create"),
         ("", "services", "create"),
-        ("jobset.x-k8s.io", "jobsets/status", "update"),
+        ("jobset.x-k8s.io", "jobsets/status", "patch"),
     }
     if name == "plain":
         assert jobset_controller <= granted
