@@ -1,0 +1,44 @@
+"""The sandbox's API emulator against a real kube-apiserver: every case of the conformance corpus
+(``tests/conformance``) answers the same on both after normalisation, or differs exactly as
+``tests/conformance/differences.py`` documents."""
+
+from __future__ import annotations
+
+import pytest
+
+from gangq.controlplane.launcher import ControlPlane
+from tests.conformance import session
+from tests.conformance.compare import Outcome, count
+from tests.conformance.corpus import CASES
+from tests.conformance.differences import DIFFERENCES
+
+NAMES = [case.name for case in CASES]
+
+
+@pytest.fixture(scope="module")
+def outcomes(control_plane: ControlPlane) -> dict[str, Outcome]:
+    return {o.name: o for o in session.run(control_plane)}
+
+
+def test_the_corpus_covers_at_least_200_requests() -> None:
+    assert len(CASES) >= 200
+    topics = {name.split("/")[0] for name in NAMES}
+    assert {"crud", "patch", "apply", "status", "list", "watch", "invalid", "schema", "error", "prune", "default",
+            "finalizer", "gc", "namespace", "table"} <= topics
+
+
+def test_every_documented_difference_applies_to_a_case() -> None:
+    for entry in DIFFERENCES:
+        assert any(entry.applies_to(name) for name in NAMES), f"{entry.key} names no case of the corpus"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_case_is_identical_or_differs_as_documented(outcomes: dict[str, Outcome], name: str) -> None:
+    result = outcomes[name]
+    assert not result.finding, result.explain()
+
+
+def test_counts_add_up(outcomes: dict[str, Outcome]) -> None:
+    counts = count(list(outcomes.values()))
+    assert counts.cases == len(CASES)
+    assert counts.identical + counts.documented + counts.findings == counts.cases
