@@ -63,7 +63,16 @@ class Wait:
     seconds: float = 30.0
 
 
-Step = Req | Wait
+@dataclass(frozen=True)
+class Pause:
+    """Let ``seconds`` pass: a real server's garbage collector learns of new dependents from its
+    watches, and an owner deleted before it has seen them is handled as if it had none (orphaning
+    then turns into collecting the dependent as dangling). Not part of the transcript."""
+
+    seconds: float = 1.0
+
+
+Step = Req | Wait | Pause
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tests.conformance.client import Answer, Endpoint
-from tests.conformance.model import Case, Edit, Req, Wait
+from tests.conformance.model import Case, Edit, Pause, Req, Wait
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -178,6 +178,9 @@ def run_case(ep: Endpoint, case: Case, ns: str) -> Transcript:
     variables: dict[str, Any] = {"ns": ns}
     transcript: Transcript = []
     for step in (*case.setup, case.test):
+        if isinstance(step, Pause):
+            time.sleep(step.seconds)
+            continue
         if isinstance(step, Wait):
             transcript.append(_wait(ep, step, variables))
             continue

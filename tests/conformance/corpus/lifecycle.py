@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conformance.corpus.objects import BY_NAME, MERGE, configmap, create, delete, get, node, patch, pod_spec
-from tests.conformance.model import Case, Req, Step, Wait
+from tests.conformance.model import Case, Pause, Req, Step, Wait
 
 CM = BY_NAME["configmap"]
 WL = BY_NAME["workload"]
@@ -113,6 +113,7 @@ CASCADE = [
         (
             *OWNER,
             _owned("child", block=True, finalizers=HOLD),
+            Pause(),
             delete(CM, "owner", _policy("Foreground")),
             Wait(CM.path("child"), field="metadata.deletionTimestamp"),
         ),
@@ -123,6 +124,7 @@ CASCADE = [
         (
             *OWNER,
             _owned("child", block=True, finalizers=HOLD),
+            Pause(),
             delete(CM, "owner", _policy("Foreground")),
             Wait(CM.path("child"), field="metadata.deletionTimestamp"),
         ),
@@ -133,6 +135,7 @@ CASCADE = [
         "gc/orphan-dependent-kept",
         (
             *FAMILY,
+            Pause(),
             delete(CM, "owner", _policy("Orphan")),
             Wait(CM.path("child"), field="metadata.ownerReferences", present=False),
         ),
@@ -202,6 +205,7 @@ CASCADE = [
                     "spec": pod_spec(),
                 },
             ),
+            Pause(),
             delete(JOB, "j"),
             Wait(JOB.path("j"), status=404),
             Wait(POD.path("jp"), field="metadata.ownerReferences", present=False),
