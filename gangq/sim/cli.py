@@ -48,6 +48,7 @@ def build_scenario(
     scale: float,
     runtime_limits: float | None,
     fraction: float,
+    csv_default: str | None = None,
 ) -> Scenario:
     """The scenario the options describe (before engine-setting overrides)."""
     if (scenario is None) == (trace is None):
@@ -74,7 +75,7 @@ def build_scenario(
             raise UsageError(
                 "a CSV trace needs --csv-map field=column,... (fields: submit, duration, queue, gpus, ...)"
             )
-        mapping = ColumnMapping.parse(csv_map, time_format=time_format, gpus_per_pod=gpus_per_pod)
+        mapping = ColumnMapping.parse(csv_map, csv_default, time_format=time_format, gpus_per_pod=gpus_per_pod)
         jobs = load_csv(path, mapping)
     else:
         native = load_native(path)
@@ -190,6 +191,9 @@ def simulate(
     csv_map: Annotated[
         str | None, typer.Option(help="CSV column mapping field=column,... (submit, duration, queue, gpus, pods, cpu)")
     ] = None,
+    csv_default: Annotated[
+        str | None, typer.Option(help="CSV values for fields no column holds: field=value,... (e.g. queue=team-a)")
+    ] = None,
     time_format: Annotated[
         str | None, typer.Option(help="CSV submit column as timestamps: strptime format or 'iso'")
     ] = None,
@@ -255,6 +259,7 @@ def simulate(
             scale,
             runtime_limits,
             fraction,
+            csv_default,
         )
         base.engine_config = _engine_config(
             base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing, preemption_budget

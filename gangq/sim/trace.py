@@ -502,20 +502,37 @@ class ColumnMapping:
             if required not in self.columns:
                 raise TraceError("column mapping", 0, required, "must be mapped to a column")
         if "queue" not in self.columns and "queue" not in self.defaults:
-            raise TraceError("column mapping", 0, "queue", "must be mapped to a column or given a default")
+            raise TraceError(
+                "column mapping", 0, "queue", "must be mapped to a column or given a default (--csv-default queue=NAME)"
+            )
 
     @classmethod
-    def parse(cls, text: str, **kwargs: Any) -> ColumnMapping:
-        """``field=column,field=column`` (e.g. ``submit=timestamp,duration=duration,gpus=num_gpus``)."""
-        columns = {}
-        for part in text.split(","):
-            if not part.strip():
-                continue
-            field, sep, column = part.partition("=")
-            if not sep or not column.strip():
-                raise TraceError("column mapping", 0, part.strip(), "expected field=column")
-            columns[field.strip()] = column.strip()
-        return cls(columns, **kwargs)
+    def parse(cls, text: str, defaults: str | Mapping[str, str] | None = None, **kwargs: Any) -> ColumnMapping:
+        """``field=column,field=column`` (e.g. ``submit=timestamp,duration=duration,gpus=num_gpus``);
+        ``defaults``, in the same form, gives values to fields that no column holds (e.g.
+        ``queue=team-a``: most public traces have no queue column)."""
+        columns = _pairs(text, "column mapping", "field=column")
+        if isinstance(defaults, Mapping):
+            values = dict(defaults)
+        else:
+            values = _pairs(defaults or "", "--csv-default", "field=value")
+        unknown = set(values) - set(CSV_FIELDS)
+        if unknown:
+            raise TraceError("--csv-default", 0, sorted(unknown)[0], f"unknown field (known: {', '.join(CSV_FIELDS)})")
+        return cls(columns, defaults=values, **kwargs)
+
+
+def _pairs(text: str, where: str, form: str) -> dict[str, str]:
+    """``a=b,c=d`` as a dict; ``where`` and ``form`` name the option in errors."""
+    out = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise TraceError(where, 0, part.strip(), f"expected {form}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def load_csv(

@@ -153,3 +153,50 @@ def test_errors_are_clear_and_exit_2(tmp_path: Path) -> None:
         app, ["simulate", "--trace", str(ok), "--config", str(ROOT / "policies" / "example-gpu-cluster.yaml")]
     )
     assert result.exit_code == 2 and "LocalQueue default/nowhere is not in the queue configuration" in result.output
+
+
+QUEUES = """
+apiVersion: gangq.io/v1alpha1
+kind: ResourceFlavor
+metadata: {name: gpu}
+spec: {}
+---
+apiVersion: gangq.io/v1alpha1
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 1Ti}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+---
+apiVersion: gangq.io/v1alpha1
+kind: LocalQueue
+metadata: {name: team-a, namespace: research}
+spec: {clusterQueue: research}
+"""
+
+
+def test_a_csv_trace_without_a_queue_column_replays_with_csv_default(tmp_path: Path) -> None:
+    """Most public traces have no queue column: ``--csv-default queue=NAME`` gives every job one."""
+    trace = tmp_path / "public.csv"
+    trace.write_text("submitted,runtime,num_gpus\n0,600,8\n60,300,16\n120,900,4\n")
+    (tmp_path / "queues.yaml").write_text(QUEUES)
+    (tmp_path / "cluster.yaml").write_text(
+        "nodes:\n- name: gpu\n  count: 2\n  allocatable: {cpu: 32, memory: 512Gi, nvidia.com/gpu: 8}\n")
+    out = tmp_path / "o.json"
+    args = ["simulate", "--trace", str(trace), "--config", str(tmp_path / "queues.yaml"),
+            "--cluster", str(tmp_path / "cluster.yaml"),
+            "--csv-map", "submit=submitted,duration=runtime,gpus=num_gpus", "--json", str(out), "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0 and "--csv-default queue=NAME" in result.output, result.output
+    result = runner.invoke(app, [*args, "--csv-default", "queue=team-a,namespace=research"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["jobs"] == 3 and doc["finished"] == 3
+    assert set(doc["cluster_queues"]) == {"research"}

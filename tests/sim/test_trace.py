@@ -163,8 +163,22 @@ def test_csv_errors_name_line_and_column(tmp_path: Path) -> None:
         load_csv(path, ColumnMapping.parse("submit=t,duration=d,gpus=gpu,queue=q"))
     with pytest.raises(TraceError, match="unknown field"):
         ColumnMapping.parse("submit=t,duration=d,colour=c,queue=q")
-    with pytest.raises(TraceError, match="queue: must be mapped"):
+    with pytest.raises(TraceError, match=r"queue: must be mapped to a column or given a default \(--csv-default"):
         ColumnMapping.parse("submit=t,duration=d")
+    with pytest.raises(TraceError, match="--csv-default: colour: unknown field"):
+        ColumnMapping.parse("submit=t,duration=d", "colour=red")
+    with pytest.raises(TraceError, match="--csv-default: queue: expected field=value"):
+        ColumnMapping.parse("submit=t,duration=d", "queue")
+
+
+def test_a_csv_without_a_queue_column_replays_with_a_default_queue(tmp_path: Path) -> None:
+    """Most public traces have no queue column: ``--csv-default queue=NAME`` gives every job one."""
+    path = tmp_path / "jobs.csv"
+    path.write_text("t,d,g\n0,10,8\n5,20,16\n")
+    mapping = ColumnMapping.parse("submit=t,duration=d,gpus=g", "queue=team-a,namespace=research")
+    jobs = load_csv(path, mapping)
+    assert [(j.key, j.local_queue, j.demand()[GPU]) for j in jobs] == [
+        ("research/row-2", "team-a", 8), ("research/row-3", "team-a", 16)]
 
 
 def test_cluster_file_and_example_trace() -> None:
