@@ -1,4 +1,6 @@
-"""``gangq queue``: the pending workloads of a queue, in order, from the controller's HTTP API.
+"""``gangq queue``: the pending workloads of a queue, in order, from the controller's HTTP API;
+with no queue named, every ClusterQueue and LocalQueue the user can see, from the Kubernetes API
+(as ``kueuectl list`` does).
 
 Registered in ``gangq/cli.py`` as ``app.command()(queue)``.
 """
@@ -95,8 +97,82 @@ def render(page: dict[str, Any], console: Console) -> None:
         console.print("nothing pending" if not total else f"no items at offset {offset} (of {total})")
 
 
+def _condition(obj: dict[str, Any], kind: str = "Active") -> str:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return f"{cond.get('status')} ({cond.get('reason', '')})" if cond.get("status") != "True" else "True"
+    return "?"
+
+
+Objects = list[dict[str, Any]]
+
+
+def list_queues(kubeconfig: str | None, namespace: str | None) -> tuple[Objects, Objects, str]:
+    """ClusterQueues and LocalQueues the user may list (all namespaces, else ``namespace`` or the
+    kubeconfig's), and a note on what could not be listed."""
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    try:
+        config.load_kube_config(config_file=kubeconfig)
+    except config.ConfigException:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException as err:
+            raise RuntimeError(f"no cluster configured ({err}); pass --kubeconfig or set KUBECONFIG") from None
+    api = client.CustomObjectsApi()
+    note = ""
+    try:
+        cqs = api.list_cluster_custom_object("gangq.io", "v1alpha1", "clusterqueues")["items"]
+    except ApiException as err:
+        cqs, note = [], f"ClusterQueues: {err.status} {err.reason}"
+    try:
+        if namespace is None:
+            lqs = api.list_cluster_custom_object("gangq.io", "v1alpha1", "localqueues")["items"]
+        else:
+            lqs = api.list_namespaced_custom_object("gangq.io", "v1alpha1", namespace, "localqueues")["items"]
+    except ApiException as err:
+        if namespace is not None or err.status != 403:
+            raise RuntimeError(f"cannot list LocalQueues: {err.status} {err.reason}") from None
+        _, context = config.list_kube_config_contexts(config_file=kubeconfig)
+        own = (context or {}).get("context", {}).get("namespace", "default")
+        lqs = api.list_namespaced_custom_object("gangq.io", "v1alpha1", own, "localqueues")["items"]
+        note = (note + "; " if note else "") + f"LocalQueues of namespace {own} only (not allowed to list all)"
+    return cqs, lqs, note
+
+
+def render_queues(cqs: Objects, lqs: Objects, note: str, console: Console) -> None:
+    if cqs:
+        table = Table(title="ClusterQueues", title_justify="left")
+        for column in ("name", "cohort", "pending", "admitted", "GPU", "active"):
+            table.add_column(column, justify="right" if column in ("pending", "admitted") else "left")
+        for cq in sorted(cqs, key=lambda o: o["metadata"]["name"]):
+            st = cq.get("status") or {}
+            table.add_row(cq["metadata"]["name"], (cq.get("spec") or {}).get("cohort") or "-",
+                          str(st.get("pendingWorkloads", 0)), str(st.get("admittedWorkloads", 0)),
+                          st.get("gpu") or "-", _condition(cq))
+        console.print(table)
+    if lqs:
+        table = Table(title="LocalQueues", title_justify="left")
+        for column in ("namespace", "name", "ClusterQueue", "pending", "admitted", "active"):
+            table.add_column(column, justify="right" if column in ("pending", "admitted") else "left")
+        for lq in sorted(lqs, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
+            st = lq.get("status") or {}
+            table.add_row(lq["metadata"].get("namespace", ""), lq["metadata"]["name"],
+                          (lq.get("spec") or {}).get("clusterQueue", ""), str(st.get("pendingWorkloads", 0)),
+                          str(st.get("admittedWorkloads", 0)), _condition(lq))
+        console.print(table)
+    if not cqs and not lqs:
+        console.print("no queues")
+    if note:
+        console.print(f"note: {note}")
+    console.print("pending workloads of one queue, in order: gangq queue NAME (or -n NAMESPACE NAME)")
+
+
 def queue(
-    name: str = typer.Argument(..., help="ClusterQueue name, or with -n the LocalQueue name"),
+    name: str | None = typer.Argument(
+        None, help="ClusterQueue name, or with -n the LocalQueue name; none: list every queue you can see"
+    ),
     namespace: str | None = typer.Option(
         None, "-n", "--namespace", help="List a LocalQueue of this namespace instead of a ClusterQueue"
     ),
@@ -109,11 +185,26 @@ def queue(
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="Rows to show"),
     offset: int = typer.Option(0, "--offset", min=0, help="Rows to skip"),
     output: str = typer.Option("table", "--output", "-o", help="table or json"),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="With no queue named: the cluster to list queues of (default: $KUBECONFIG)"
+    ),
 ) -> None:
-    """Pending workloads of a queue in admission order: position, priority, wait so far and why."""
+    """Pending workloads of a queue in admission order: position, priority, wait so far and why.
+    With no queue named: every ClusterQueue and LocalQueue you can see, with their counts."""
     if output not in ("table", "json"):
         raise typer.BadParameter(f"--output must be table or json, not {output!r}", param_hint="--output")
     console = Console()
+    if name is None:
+        try:
+            cqs, lqs, note = list_queues(kubeconfig, namespace)
+        except RuntimeError as err:
+            Console(stderr=True).print(f"[red]error:[/red] {err}")
+            raise typer.Exit(1) from None
+        if output == "json":
+            console.print_json(data={"clusterQueues": cqs, "localQueues": lqs, "note": note})
+        else:
+            render_queues(cqs, lqs, note, console)
+        return
     try:
         page = fetch(pending_url(server, name, namespace, limit, offset))
     except RuntimeError as err:
