@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.corpus.objects import KINDS, MERGE, Kind, create, delete, get, patch
+from tests.conformance.corpus.objects import BY_NAME, KINDS, MERGE, Kind, create, delete, get, patch
 from tests.conformance.model import TABLE, Case, Edit, Req, Step, Wait
 
 CHANGE = {"metadata": {"labels": {"changed": "yes"}, "annotations": {"note": "edited"}}}
@@ -65,4 +65,34 @@ def cases_for(kind: Kind) -> list[Case]:
     ]
 
 
-CASES: list[Case] = [case for kind in KINDS for case in cases_for(kind)]
+EVENTS_API = "/apis/events.k8s.io/v1/namespaces/{ns}/events"
+NEW_EVENT = {
+    "apiVersion": "events.k8s.io/v1",
+    "kind": "Event",
+    "metadata": {"name": "e2"},
+    "eventTime": "2026-01-01T00:00:00.000000Z",
+    "reportingController": "example.com/conformance",
+    "reportingInstance": "conformance-1",
+    "action": "Test",
+    "reason": "Tested",
+    "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "subject", "namespace": "{ns}"},
+    "note": "an event of the events API",
+    "type": "Normal",
+}
+
+# The two Event APIs serve the same objects on a real server.
+EVENT_APIS = [
+    Case("crud/event/events-api-create", (), Req("POST", EVENTS_API, NEW_EVENT)),
+    Case(
+        "crud/event/core-event-through-events-api",
+        (Req("POST", BY_NAME["event"].collection, BY_NAME["event"].body("e1")),),
+        Req("GET", f"{EVENTS_API}/e1"),
+    ),
+    Case(
+        "crud/event/events-api-event-through-core",
+        (Req("POST", EVENTS_API, NEW_EVENT),),
+        Req("GET", BY_NAME["event"].path("e2")),
+    ),
+]
+
+CASES: list[Case] = [*(case for kind in KINDS for case in cases_for(kind)), *EVENT_APIS]
