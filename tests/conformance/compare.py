@@ -3,6 +3,7 @@ identical, differs exactly as documented (:mod:`tests.conformance.differences`),
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,8 +50,7 @@ class Outcome:
 
 
 def _at(value: Any, path: str) -> Any:
-    import re
-
+    """The value at a diff path, shortened for a message."""
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         if part.startswith("["):
             index = int(part[1:-1])

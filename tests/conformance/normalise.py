@@ -69,37 +69,37 @@ class Aliases:
 
     def __init__(self, transcript: Transcript) -> None:
         self.strings: dict[str, str] = {}
+        self._uid_count = 0
+        self._generated = 0
         rvs: set[int] = set()
-        uids = 0
-        generated = 0
         for body in _bodies(transcript):
             for node in _walk(body):
                 if not isinstance(node, dict):
                     continue
                 meta = node.get("metadata")
                 if isinstance(meta, dict):
-                    uid = meta.get("uid")
-                    if isinstance(uid, str) and uid not in self.strings:
-                        uids += 1
-                        self.strings[uid] = f"<uid{uids}>"
-                    prefix, name = meta.get("generateName"), meta.get("name")
-                    if (isinstance(prefix, str) and isinstance(name, str) and name.startswith(prefix)
-                            and name != prefix and name not in self.strings):
-                        generated += 1
-                        self.strings[name] = f"{prefix}<suffix{generated}>"
+                    self._uid(meta.get("uid"))
+                    self._generated_name(meta.get("generateName"), meta.get("name"))
                     rv = meta.get("resourceVersion")
                     if isinstance(rv, str) and rv.isdigit() and not _is_list(node) and node.get("kind") != "Status":
                         rvs.add(int(rv))
                 details = node.get("details") if node.get("kind") == "Status" else None
-                if isinstance(details, dict) and isinstance(details.get("uid"), str):
-                    uid = details["uid"]
-                    if uid not in self.strings:
-                        uids += 1
-                        self.strings[uid] = f"<uid{uids}>"
+                if isinstance(details, dict):
+                    self._uid(details.get("uid"))
         self.ranks = {rv: f"<rv{i + 1}>" for i, rv in enumerate(sorted(rvs))}
-        uid_aliases = {k: v for k, v in self.strings.items() if v.startswith("<uid")}
-        self._uids = re.compile("|".join(map(re.escape, uid_aliases))) if uid_aliases else None
-        self._uid_aliases = uid_aliases
+        self._uid_aliases = {k: v for k, v in self.strings.items() if v.startswith("<uid")}
+        self._uids = re.compile("|".join(map(re.escape, self._uid_aliases))) if self._uid_aliases else None
+
+    def _uid(self, uid: Any) -> None:
+        if isinstance(uid, str) and uid not in self.strings:
+            self._uid_count += 1
+            self.strings[uid] = f"<uid{self._uid_count}>"
+
+    def _generated_name(self, prefix: Any, name: Any) -> None:
+        if (isinstance(prefix, str) and isinstance(name, str) and name.startswith(prefix) and name != prefix
+                and name not in self.strings):
+            self._generated += 1
+            self.strings[name] = f"{prefix}<suffix{self._generated}>"
 
     def within(self, text: str) -> str:
         """``text`` with the uids it contains (a Job's selector in a Table cell) replaced."""
@@ -109,6 +109,8 @@ class Aliases:
 
 
 class Normaliser:
+    """One case's answers made comparable (see the module's docstring for what changes)."""
+
     def __init__(self, case: Case, aliases: Aliases) -> None:
         self.case = case
         self.aliases = aliases
