@@ -35,13 +35,13 @@ recognises admitted JobSets by it together with ``spec.suspend: false``."""
 WORKLOAD_JOBSET_LABEL: Final = "gangq.io/jobset-name"
 GPU: Final = "nvidia.com/gpu"
 
-QUEUE_KINDS: Final = (
+CONFIG_KINDS: Final = (
     "resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "priorityclasses",
+    "namespaces", "nodes",
 )
-"""The configuration kinds, in the order a restart applies them (a ClusterQueue names flavors and
-cohorts; a LocalQueue names its ClusterQueue)."""
-CONFIG_KINDS: Final = (*QUEUE_KINDS, "namespaces", "nodes")
-"""Kinds whose objects reach the engine only when the part it reads changed (see :func:`relevant`)."""
+"""The configuration kinds: they reach the engine only when the part it reads changed (see
+:func:`relevant`), and a restart applies them first, in this order (a ClusterQueue names flavors
+and cohorts; a LocalQueue names its ClusterQueue)."""
 
 WATCHED: Final = (
     (GROUP, VERSION, "resourceflavors"),
