@@ -245,6 +245,7 @@ class GarbageCollector:
         """Mark a namespace Terminating, delete its contents; it goes once they are all gone."""
 
         def terminating(ns: dict[str, Any]) -> None:
+            ns["metadata"].pop("deletionGracePeriodSeconds", None)
             ns["status"] = {"phase": "Terminating"}
 
         return self._delete_with_contents(info, e, terminating, self._namespace_contents, self.finish_namespace)

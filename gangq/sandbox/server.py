@@ -372,6 +372,8 @@ class ApiServer:
             _strict_check(info, body, q)
             raw = store.create_raw(g, p, body, namespace=ns)
             return web.Response(status=201, body=raw.encode(), content_type=_JSON)
+        if verb in ("update", "patch") and name is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if verb == "update":
             assert name is not None
             body = await self._body(request)
@@ -385,7 +387,11 @@ class ApiServer:
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw_body = await request.read()
             if ctype == APPLY and not q.get("fieldManager"):
-                raise bad_request("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests")
+                raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                               "is required for apply patch", details={
+                                   "group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{
+                                       "reason": "FieldValueRequired", "field": "fieldManager",
+                                       "message": "Required value: is required for apply patch"}]})
             patch = store._parse_patch(raw_body, ctype)
             _strict_check(info, patch, q)
             existed = True

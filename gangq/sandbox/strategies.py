@@ -26,6 +26,7 @@ JOBS = ("batch", "jobs")
 NAMESPACES = ("", "namespaces")
 SERVICES = ("", "services")
 NODES = ("", "nodes")
+EVENTS = ("", "events")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
@@ -169,6 +170,7 @@ class PodStrategy(Strategy):
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         spec.setdefault("priority", 0)
         spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
         tols = spec.setdefault("tolerations", [])
         have = {t.get("key") for t in tols if isinstance(t, dict)}
         for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
@@ -311,11 +313,28 @@ class ServiceStrategy(Strategy):
             spec["clusterIP"] = f"10.96.{(n >> 8) & 255}.{n & 255}"
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
         for p in spec.get("ports") or []:
             if isinstance(p, dict):
                 p.setdefault("protocol", "TCP")
                 p.setdefault("targetPort", p.get("port"))
         obj["status"] = {"loadBalancer": {}}
+
+
+class EventStrategy(Strategy):
+    """core/v1 Events: the reporting fields a real server always serialises (empty when not given)."""
+
+    __slots__ = ()
+
+    def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
+        obj.setdefault("reportingComponent", "")
+        obj.setdefault("reportingInstance", "")
+
+    def prepare_for_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        new.setdefault("reportingComponent", "")
+        new.setdefault("reportingInstance", "")
 
 
 class NodeStrategy(Strategy):
@@ -439,6 +458,7 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     NAMESPACES: NamespaceStrategy(),
     SERVICES: ServiceStrategy(),
     NODES: NodeStrategy(),
+    EVENTS: EventStrategy(),
     CRDS: CRDStrategy(),
 }
 _GENERIC = Strategy()

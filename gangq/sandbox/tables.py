@@ -484,14 +484,14 @@ def _service_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str
 
 
 def _configmap_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    data = _column("Data", "integer", "Number of data entries.")
+    data = _column("Data", "string", "Number of data entries.")
     return _name_age_rows(objs, now, [(data, lambda cm: len(cm.get("data") or {}) + len(cm.get("binaryData") or {}))])
 
 
 def _secret_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     return _name_age_rows(objs, now, [
         (_column("Type", description="The type of the secret."), lambda s: s.get("type") or "Opaque"),
-        (_column("Data", "integer", "Number of data entries."),
+        (_column("Data", "string", "Number of data entries."),
          lambda s: len(s.get("data") or {}) + len(s.get("stringData") or {})),
     ])
 
@@ -506,7 +506,7 @@ def _event_rows(objs: list[dict[str, Any]], now: float) -> tuple[list[dict[str, 
         _column("Source", description="The component reporting this event.", priority=1),
         _column("Message", description="A human-readable description of the status of this operation."),
         _column("First Seen", description="Time since the event was first seen.", priority=1),
-        _column("Count", "integer", "The number of times this event has occurred.", priority=1),
+        _column("Count", "string", "The number of times this event has occurred.", priority=1),
         _column("Name", description=_NAME_DESCRIPTION, priority=1, fmt="name"),
     ]
     rows = []
