@@ -124,6 +124,26 @@ def _without_mutable(spec: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+def pod_spec_defaults(spec: dict[str, Any]) -> None:
+    """The defaults of a pod spec, a pod's or a template's (a Job's pod template gets them when the
+    Job is created, as on a real server): containers' pull policy, termination message and
+    resources; restart policy, grace period, DNS policy, scheduler and security context."""
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if isinstance(c, dict):
+            image = str(c.get("image") or "")
+            tag = image.rsplit("/", 1)[-1]
+            pull = "Always" if ":" not in tag or tag.endswith(":latest") else "IfNotPresent"
+            c.setdefault("imagePullPolicy", pull)
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+
+
 class PodStrategy(Strategy):
     """Pods: required containers, kubelet-facing defaults, an immutable spec, graceful deletion."""
 
@@ -149,23 +169,11 @@ class PodStrategy(Strategy):
                            'Unsupported value: supported values: "Always", "OnFailure", "Never"'))
         if causes:
             raise invalid(info, name, causes)
+        pod_spec_defaults(spec)
         for c in [*containers, *(spec.get("initContainers") or [])]:
-            if isinstance(c, dict):
-                image = str(c.get("image") or "")
-                tag = image.rsplit("/", 1)[-1]
-                pull = "Always" if ":" not in tag or tag.endswith(":latest") else "IfNotPresent"
-                c.setdefault("imagePullPolicy", pull)
-                c.setdefault("terminationMessagePath", "/dev/termination-log")
-                c.setdefault("terminationMessagePolicy", "File")
-                c.setdefault("resources", {})
-                res = c["resources"]
-                if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
-                    res["requests"] = dict(res["limits"])
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("securityContext", {})
+            res = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
+                res["requests"] = dict(res["limits"])
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         spec.setdefault("priority", 0)
@@ -243,6 +251,8 @@ class JobStrategy(Strategy):
                                         "Required value: valid values: \"OnFailure\", \"Never\"")])
         if not tspec.get("containers"):
             raise invalid(info, name, [("spec.template.spec.containers", "FieldValueRequired", "Required value")])
+        pod_spec_defaults(tspec)
+        spec.setdefault("manualSelector", False)
         if spec.get("completions") is None and spec.get("parallelism") is None:
             spec["completions"] = 1
             spec["parallelism"] = 1
@@ -320,7 +330,19 @@ class ServiceStrategy(Strategy):
             if isinstance(p, dict):
                 p.setdefault("protocol", "TCP")
                 p.setdefault("targetPort", p.get("port"))
+        _session_affinity_defaults(spec)
         obj["status"] = {"loadBalancer": {}}
+
+    def prepare_for_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        spec = new.get("spec")
+        if isinstance(spec, dict):
+            _session_affinity_defaults(spec)
+
+
+def _session_affinity_defaults(spec: dict[str, Any]) -> None:
+    """ClientIP session affinity times out after 3 hours unless the Service says otherwise."""
+    if spec.get("sessionAffinity") == "ClientIP":
+        spec.setdefault("sessionAffinityConfig", {"clientIP": {"timeoutSeconds": 10800}})
 
 
 class EventStrategy(Strategy):

@@ -192,37 +192,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        "service-session-affinity-config",
-        "A real server defaults `sessionAffinityConfig` (a 3-hour client IP timeout) when a Service's session "
-        "affinity becomes ClientIP; the sandbox leaves it out.",
-        (
-            "status/service/patch-main-ignores-status",
-            "status/service/put-main-ignores-status",
-        ),
-        ("test.body.spec.sessionAffinityConfig",),
-    ),
-    Difference(
-        "job-template-defaults",
-        "A real server applies the pod defaults (imagePullPolicy, terminationMessagePath, dnsPolicy, "
-        "securityContext, ...) to a Job's pod template and sets `manualSelector: false`; the sandbox defaults "
-        "the template only when it makes the pods.",
-        (
-            "crud/job/create",
-            "crud/job/create-generate-name",
-            "crud/job/get",
-            "crud/job/list",
-            "crud/job/replace",
-            "crud/job/merge-patch",
-            "crud/job/delete",
-        ),
-        (
-            "test.body.spec.manualSelector",
-            "test.body.spec.template.spec.*",
-            "test.body.items[*].spec.manualSelector",
-            "test.body.items[*].spec.template.spec.*",
-        ),
-    ),
-    Difference(
         "node-admission",
         "A real server taints a new Node `node.kubernetes.io/not-ready:NoSchedule` (admission) and always "
         "serialises its `status.daemonEndpoints` and `status.nodeInfo`; the sandbox does neither (its own "
