@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mypy_extensions import mypyc_attr
+
 from gangq.core.attempt import Attempt
 from gangq.core.capacity import Capacity
 from gangq.core.claims import Claims
@@ -59,6 +61,9 @@ from gangq.core.units import format_amount
 from gangq.core.views import ClusterQueueView, PendingView, WorkloadView
 
 
+# Tests extend this class from Python (counting what the engine tries, or with every retry shortcut
+# off); mypyc allows that only when asked.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Engine:
     """The gang admission engine. Not thread-safe: drive it from one task.
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mypy_extensions import mypyc_attr
+
 from gangq.core.decisions import PendingReason as _PendingReason
 from gangq.core.flavors import (
     Assignment,
@@ -45,6 +47,9 @@ def node_reason(why: str) -> _PendingReason:
     return "InsufficientMinResources" if why.startswith("minResources") else "InsufficientNodes"
 
 
+# Tests extend this class from Python (counting what the engine tries, or with every retry shortcut
+# off); mypyc allows that only when asked.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Placement:
     """Flavor options, node placement and fit tests of gangs."""
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
+from mypy_extensions import mypyc_attr
+
 from gangq.core.claims import Amounts, Claims, claimed
 from gangq.core.demand import OrderKey, merge_keys
 from gangq.core.flavors import (
@@ -41,6 +43,9 @@ from gangq.core.state import EngineState
 _HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "BlockedByReservation")
 
 
+# Tests extend this class from Python (counting what the engine tries, or with every retry shortcut
+# off); mypyc allows that only when asked.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RetryPolicy:
     """Which waiting gangs a retry tries. The engine binds it to its state (:meth:`bind`), so a
     policy object serves one engine."""
@@ -77,12 +82,14 @@ class RetryPolicy:
         return False
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FullRetry(RetryPolicy):
     """Every retry tries every waiting gang in full, and freed capacity retries every queue
     waiting on nodes, whatever pool it came free in: the reference the shortcuts are tested
     against."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class IncrementalRetry(RetryPolicy):
     """The retry shortcuts: skip only what is known to fail (see the module docstring)."""
 

@@ -15,6 +15,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 import gangq.core
 from tests.engine.test_properties import World, _random_world
 
@@ -78,6 +80,7 @@ def test_installed_core_decides_exactly_as_the_source(tmp_path: Path) -> None:
         assert installed["logs"][seed] == here[seed], f"seed {seed}: the installed core decides differently"
 
 
+@pytest.mark.interpreted_only  # the suite's own core is the source tree; the compiled run imports the build
 def test_source_tree_core_is_not_compiled() -> None:
     """The suite itself runs the pure-Python source (mypyc output is never written into the
     checkout), so both variants are covered: this suite on the source, the test above on the

@@ -20,6 +20,9 @@ from gangq.core import Admission, Engine
 
 from .test_properties import _after_each_scheduling_call
 
+# The check retries every queue on a deep copy of the engine, which compiled classes do not support.
+pytestmark = pytest.mark.interpreted_only
+
 
 def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
     """What a retry of every ClusterQueue at ``now`` would admit (on a copy of ``e``)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gangq.core import (
     Admission,
     ClusterQueueSpec,
@@ -247,6 +249,7 @@ def test_unknown_local_queue_and_namespace_selection() -> None:
     assert view is not None and view.reason == "LocalQueueNotFound"
 
 
+@pytest.mark.interpreted_only  # counts tries by monkeypatching Attempt.try_gang
 def test_pending_update_only_when_the_reason_changes_and_no_busy_retry() -> None:
     e = engine()
     add_nodes(e, "a100", 1)
