@@ -20,6 +20,7 @@ directory unless asked to keep it.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -28,7 +29,9 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -75,6 +78,12 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 class Process:
     """One component: its command line, log file and process."""
 
@@ -85,9 +94,14 @@ class Process:
         self.popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        # A session of its own, so that a Ctrl-C in the terminal reaches gangq, which stops the
+        # components in order. Started from the main thread, a component also gets SIGTERM when
+        # gangq dies without stopping it (PR_SET_PDEATHSIG fires when the starting thread exits).
+        main = threading.current_thread() is threading.main_thread()
         with self.logfile.open("ab") as out:
             self.popen = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent if main and sys.platform == "linux" else None,
             )
 
     def check(self) -> None:

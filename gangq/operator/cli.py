@@ -13,16 +13,21 @@ import os
 import signal
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
+from gangq.controlplane import ControlPlaneKind
 from gangq.core.errors import SpecError
 from gangq.gc_tuning import tune_gc
 from gangq.operator.config import OperatorConfig, load_config
 from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.operator import run_operator
+
+if TYPE_CHECKING:
+    from gangq.controlplane.launcher import ControlPlane
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,7 @@ async def _main(
     kubeconfig_out: Path | None,
     jobset_controller: JobSetControllerMode,
     console: Console,
+    real: ControlPlane | None = None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -58,7 +64,26 @@ async def _main(
             loop.add_signal_handler(sig, stop.set)
     sandbox = None
     try:
-        if use_sandbox:
+        if real is not None:
+            from gangq.controlplane import install, runtime
+
+            kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+            embedded = jobset_controller is JobSetControllerMode.embedded
+            await asyncio.to_thread(install.install, real, embedded_jobset=embedded)
+            client = KubeClient(Credentials.load(kubeconfig))
+            try:
+                await apply_objects(client, load_yaml(QUICKSTART))
+            finally:
+                await client.close()
+            # The controller runs as the install's ServiceAccount, with exactly its RBAC, which
+            # grants its leader Lease in the install's namespace (as deploy/base/config.yaml says).
+            credentials = Credentials.load(runtime.controller_kubeconfig_path(kubeconfig))
+            election = config.leader_election.model_copy(update={"namespace": install.CONTROLLER_NAMESPACE})
+            config = config.model_copy(update={"leader_election": election})
+            console.print(f"[bold green]gangq on a real control plane[/] at {real.url} ({real.server_version()})")
+            console.print(f"  export KUBECONFIG={kubeconfig}", highlight=False)
+            console.print("  kubectl apply -f examples/jobsets/hello-gang.yaml", highlight=False)
+        elif use_sandbox:
             from gangq.sandbox.runtime import Sandbox
 
             # Its own thread and loop: kopf cancels every task created on its loop when it exits.
@@ -98,6 +123,7 @@ def run(
     jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
     metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz, /readyz and the pending-workloads API here (overrides metricsPort of --config; default 8080)"),  # noqa: E501
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
+    control_plane: ControlPlaneKind = typer.Option(ControlPlaneKind.emulated, "--control-plane", help="with --sandbox: emulated (gangq's API emulator) or real (etcd, kube-apiserver, controller-manager, scheduler, kwok built from their Go modules)"),  # noqa: B008, E501
 ) -> None:
     """Run the gangq controller in the foreground (Ctrl-C stops it)."""
     tune_gc()
@@ -116,19 +142,36 @@ def run(
     if metrics_port is not None:
         cfg = cfg.model_copy(update={"metrics_port": metrics_port})
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
+    if control_plane is ControlPlaneKind.real and not sandbox:
+        console.print("[red]error:[/red] --control-plane real goes with --sandbox", highlight=False)
+        raise typer.Exit(2)
     if use_sandbox and kubeconfig is not None:
         console.print("[red]error:[/red] --sandbox and --kubeconfig exclude each other", highlight=False)
         raise typer.Exit(2)
     if kubeconfig is not None and not kubeconfig.exists():
         console.print(f"[red]error:[/red] --kubeconfig {kubeconfig}: no such file", highlight=False)
         raise typer.Exit(1)
+    from gangq.controlplane.launcher import ControlPlaneError  # cryptography: only when it can be needed
+
+    real = None
     try:
-        asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, kubeconfig_out, jobset_controller, console))
-    except OSError as err:
+        if use_sandbox and control_plane is ControlPlaneKind.real:
+            # Started here, in the main thread, so that its processes die with gangq (see launcher).
+            from gangq.controlplane import runtime
+
+            out = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+            real = runtime.start(port=sandbox_port, kubeconfig_out=out, nodes=None,
+                                 announce=lambda line: console.print(line, highlight=False))
+        asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, kubeconfig_out, jobset_controller, console,
+                          real))
+    except (OSError, ControlPlaneError) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
     except KeyboardInterrupt:
         pass
+    finally:
+        if real is not None:
+            real.stop()
 
 
 app = typer.Typer(help="gangq controller (until `gangq run` is registered on the main CLI).", no_args_is_help=True)

@@ -65,3 +65,41 @@ def test_sandbox_up_real_refuses_options_of_the_emulator_only() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--state-file: not with --control-plane real" in done.stdout + done.stderr
+
+
+def test_gangq_run_sandbox_real_admits_the_example_gang_on_a_real_api_server(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """``gangq run --sandbox --control-plane real``: the real control plane, the install's CRDs and
+    RBAC, the quick-start queues; the README's example JobSet is admitted whole and completes."""
+    root = Path(__file__).resolve().parents[2]
+    kubeconfig = tmp_path / "run.yaml"
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*_gangq(), "run", "--sandbox", "--control-plane", "real", "--sandbox-port", "0",
+             "--kubeconfig-out", str(kubeconfig), "--metrics-port", "0"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: proc.poll() is not None or "gangq on a real control plane" in log.read_text(), 180,
+                 "gangq run to start")
+        assert proc.poll() is None, log.read_text()
+        kubectl = [str(control_plane.kubectl), f"--kubeconfig={kubeconfig}"]
+        subprocess.run([*kubectl, "apply", "-f", str(root / "examples" / "jobsets" / "hello-gang.yaml")],
+                       check=True, capture_output=True, text=True)
+
+        def completed() -> bool:
+            out = subprocess.run([*kubectl, "get", "jobsets", "-o", "yaml"], capture_output=True, text=True).stdout
+            items = yaml.safe_load(out)["items"]
+            return bool(items) and all(
+                any(c["type"] == "Completed" and c["status"] == "True" for c in (js.get("status") or {}).get(
+                    "conditions", [])) for js in items)
+
+        wait_for(completed, 120, "the example JobSet to complete")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        assert proc.returncode == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
