@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.error
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,12 @@ from typing import Any
 import yaml
 
 from gangq.controlplane.launcher import ControlPlane
+from tests.operator import helpers
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll every 0.2 s: many conditions here run kubectl or ask a real API server."""
+    return helpers.wait_for(cond, timeout, what, every=0.2)
 
 
 def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:
@@ -34,17 +39,6 @@ def get(cp: ControlPlane, path: str, who: str = "admin") -> Any:
         if err.code == 404:
             return None
         raise
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def namespace(cp: ControlPlane, name: str) -> str:
