@@ -20,6 +20,10 @@ import pytest
 import gangq.core
 from tests.engine.test_properties import World, _random_world
 
+# Both tests compare the source tree's core (this process) with the installed build: in the run
+# against the compiled build both sides are the build, so .ci/run leaves them out there.
+pytestmark = pytest.mark.interpreted_only
+
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = range(30)
 
@@ -80,7 +84,6 @@ def test_installed_core_decides_exactly_as_the_source(tmp_path: Path) -> None:
         assert installed["logs"][seed] == here[seed], f"seed {seed}: the installed core decides differently"
 
 
-@pytest.mark.interpreted_only  # the suite's own core is the source tree; the compiled run imports the build
 def test_source_tree_core_is_not_compiled() -> None:
     """The suite itself runs the pure-Python source (mypyc output is never written into the
     checkout), so both variants are covered: this suite on the source, the test above on the
