@@ -112,7 +112,9 @@ class BuildPyWithData(build_py):
         super().run()
         if self.editable_mode:
             return  # the checkout's directories are used as they are
-        bundled = (("crds", "crds"), ("policies", "policies"), ("control-plane", "hack/control-plane"), ("deploy", "deploy"))
+        bundled = (
+            ("crds", "crds"), ("policies", "policies"), ("control-plane", "hack/control-plane"), ("deploy", "deploy")
+        )
         for name, where in bundled:
             source = HERE / where
             if source.is_dir():
