@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 import jsonpatch
@@ -34,6 +35,7 @@ __all__ = [
     "apply_merge_patch",
     "apply_strategic_merge_patch",
     "copy_json",
+    "copy_object",
     "create_merge_patch",
     "merge_patch_value",
     "supports_strategic_merge",
@@ -55,6 +57,11 @@ class PatchError(Exception):
 
     def __repr__(self) -> str:
         return f"PatchError(code={self.code}, message={self.message!r})"
+
+
+def copy_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep copy of a JSON object (a dict at the top)."""
+    return {k: copy_json(v) for k, v in obj.items()}
 
 
 def copy_json(value: Any) -> Any:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gangq.sandbox.jsonvalues import is_int, json_equal
-from gangq.sandbox.patching import copy_json
+from gangq.sandbox.patching import copy_json, copy_object
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def prune(obj: dict[str, Any], schema: dict[str, Any] | None) -> dict[str, Any]:
     A ``None`` schema prunes nothing (CRDs served without a schema keep every field).
     """
     if schema is None:
-        return copy_json(obj)  # type: ignore[no-any-return]
+        return copy_object(obj)
     return _prune_object(obj, schema, embedded=True)
 
 

@@ -728,9 +728,9 @@ class Store:
         lm, fm = _selectors(info, label_selector, field_selector)
         ns = namespace if info.namespaced and namespace else None
         since: int | None = None
-        if resource_version not in (None, "", "0"):
+        if resource_version and resource_version != "0":
             try:
-                since = int(resource_version)  # type: ignore[arg-type]
+                since = int(resource_version)
             except ValueError:
                 raise bad_request(f"invalid resource version: {resource_version!r}") from None
         return self._watch.start(info, ns, lm, fm, allow_bookmarks, bookmark_interval, since, self._iter(info, ns))

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from gangq.sandbox.jsonpath import jsonpath_error, jsonpath_first
 from gangq.sandbox.jsonvalues import is_int
-from gangq.sandbox.patching import copy_json
+from gangq.sandbox.patching import copy_json, copy_object
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ _AGE_COLUMN: Final = _column("Age", "date", _AGE_DESCRIPTION)
 
 def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] | None:
     if include_object == "Object":
-        return copy_json(obj)  # type: ignore[no-any-return]
+        return copy_object(obj)
     if include_object == "None":
         return None
     return {

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from tests.deploy.conftest import DEPLOY
 TESTS = Path(__file__).parent / "data" / "gangq-rules.test.yaml"
 
 
-def _alerts(groups: list[dict]) -> set[str]:  # type: ignore[type-arg]
+def _alerts(groups: list[dict[str, Any]]) -> set[str]:
     return {rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule}
 
 
