@@ -26,7 +26,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -44,6 +43,7 @@ import yaml
 from gangq.controlplane import kwok
 from gangq.controlplane.build import BuildError, bin_dir, build, missing
 from gangq.controlplane.pki import Pki
+from gangq.sandbox.runtime import free_port
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,6 @@ READY_TIMEOUT = 90.0
 
 class ControlPlaneError(RuntimeError):
     """A component is missing, died, or did not become ready."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -150,12 +144,18 @@ class ControlPlane:
         self.processes: list[Process] = []
         self.bin: Path = bin_dir()
         self.url = f"https://127.0.0.1:{self.port}"
+        self._ssl: ssl.SSLContext | None = None  # trusts the CA once pki.write() made it
+        self._kubeconfigs: dict[str, Path] = {}  # who -> the kubeconfig written for this start
 
     # -- kubeconfigs ---------------------------------------------------------------------------
     def kubeconfig(self, who: str = "admin", path: Path | None = None) -> Path:
         """A kubeconfig for ``who`` (admin, controller, ...), written in the working directory
-        unless ``path`` says where."""
-        return self.pki.kubeconfig(path or self.workdir / f"{who}.kubeconfig", self.url, who)
+        (once) unless ``path`` says where."""
+        if path is not None:
+            return self.pki.kubeconfig(path, self.url, who)
+        if who not in self._kubeconfigs:
+            self._kubeconfigs[who] = self.pki.kubeconfig(self.workdir / f"{who}.kubeconfig", self.url, who)
+        return self._kubeconfigs[who]
 
     @property
     def kubectl(self) -> Path:
@@ -316,13 +316,14 @@ class ControlPlane:
 
     def raw_request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> bytes:
         """One API request as ``who``; returns the body. Raises urllib's HTTPError."""
-        context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context(cafile=str(self.pki.ca_cert))
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.pki.identities[who].token}")
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+        with urllib.request.urlopen(req, timeout=10, context=self._ssl) as resp:
             return bytes(resp.read())
 
     def request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> Any:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import urllib.error
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -18,6 +21,12 @@ from tests.operator import helpers
 def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll every 0.2 s: many conditions here run kubectl or ask a real API server."""
     return helpers.wait_for(cond, timeout, what, every=0.2)
+
+
+def gangq_command() -> list[str]:
+    """The ``gangq`` command of this environment."""
+    exe = shutil.which("gangq", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-c", "from gangq.cli import app; app()"]
 
 
 def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,11 +15,7 @@ import yaml
 
 from gangq.controlplane.build import KUBERNETES_VERSION
 from gangq.controlplane.launcher import ControlPlane
-from tests.controlplane.kube import wait_for
-
-
-def _gangq() -> list[str]:
-    return [sys.executable, "-c", "from gangq.cli import app; app()"]
+from tests.controlplane.kube import gangq_command, wait_for
 
 
 def test_sandbox_up_real_serves_kubectl_and_stops_everything_on_sigterm(
@@ -30,8 +25,8 @@ def test_sandbox_up_real_serves_kubectl_and_stops_everything_on_sigterm(
     log = tmp_path / "up.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*_gangq(), "sandbox", "up", "--control-plane", "real", "--port", "0", "--kubeconfig-out", str(kubeconfig),
-             "--nodes", "2x{cpu:8,memory:32Gi}"],
+            [*gangq_command(), "sandbox", "up", "--control-plane", "real", "--port", "0",
+             "--kubeconfig-out", str(kubeconfig), "--nodes", "2x{cpu:8,memory:32Gi}"],
             stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -61,7 +56,7 @@ def test_sandbox_up_real_serves_kubectl_and_stops_everything_on_sigterm(
 
 
 def test_sandbox_up_real_refuses_options_of_the_emulator_only() -> None:
-    done = subprocess.run([*_gangq(), "sandbox", "up", "--control-plane", "real", "--state-file", "x.json"],
+    done = subprocess.run([*gangq_command(), "sandbox", "up", "--control-plane", "real", "--state-file", "x.json"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--state-file: not with --control-plane real" in done.stdout + done.stderr
@@ -77,7 +72,7 @@ def test_gangq_run_sandbox_real_admits_the_example_gang_on_a_real_api_server(
     log = tmp_path / "run.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*_gangq(), "run", "--sandbox", "--control-plane", "real", "--sandbox-port", "0",
+            [*gangq_command(), "run", "--sandbox", "--control-plane", "real", "--sandbox-port", "0",
              "--kubeconfig-out", str(kubeconfig), "--metrics-port", "0"],
             stdout=out, stderr=subprocess.STDOUT,
         )

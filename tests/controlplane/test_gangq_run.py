@@ -4,9 +4,7 @@ controller their pods, the real kube-scheduler binds them to kwok's nodes, and J
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ import yaml
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from tests.controlplane.install import install
-from tests.controlplane.kube import get, kubectl, namespace, wait_for
+from tests.controlplane.kube import gangq_command, get, kubectl, namespace, wait_for
 
 GPU = "nvidia.com/gpu"
 CONFIG = {
@@ -32,11 +30,6 @@ CONFIG = {
 }
 
 
-def _gangq() -> list[str]:
-    exe = shutil.which("gangq", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-c", "from gangq.cli import app; app()"]
-
-
 @pytest.fixture(scope="module")
 def controller(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     install(control_plane)
@@ -46,7 +39,7 @@ def controller(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFac
     log = work / "gangq.log"
     kubeconfig = control_plane.kubeconfig("controller")
     with log.open("w") as out:
-        proc = subprocess.Popen([*_gangq(), "run", "--kubeconfig", str(kubeconfig), "--config", str(config)],
+        proc = subprocess.Popen([*gangq_command(), "run", "--kubeconfig", str(kubeconfig), "--config", str(config)],
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: proc.poll() is not None or get(
