@@ -1,6 +1,8 @@
-"""Kueue's scheduler-performance "baseline" through the real controller on the sandbox, in real time.
+"""Kueue's scheduler-performance "baseline" through the real controller, in real time, on the
+sandbox or on a real kube-apiserver + etcd, or on both side by side.
 
     python benchmarks/kueue_baseline_e2e.py --json OUT.json [--scale 1.0] [--config FILE]
+        [--control-plane emulated|real|both]
 
 Setup (../shared/references/README.md, section 1): 5 cohorts × 6 ClusterQueues (cpu 20 nominal,
 borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue LowerPriority), 3 classes per
@@ -8,7 +10,8 @@ queue (small 350 × 1 cpu / 0.2 s every 0.1 s, medium 100 × 5 cpu / 0.5 s every
 50 × 20 cpu / 1 s every 1.2 s) = 15,000 single-pod JobSets. The queue objects are
 ``policies/kueue-baseline.yaml`` with ``admissionMode: QuotaOnly`` (Kueue's test has no nodes).
 
-Three processes: the sandbox API server (``gangq sandbox up --no-cluster``), the controller
+Three processes: the control plane (the sandbox API server, ``gangq sandbox up --no-cluster``; or
+``gangq.controlplane``'s real one, gangq installed from its manifests), the controller
 (``python -m gangq.operator run --jobset-controller external``: no JobSet reconciler, as Kueue's
 test runs without job controllers), and this runner. The runner creates each JobSet (suspended,
 labelled with its LocalQueue and WorkloadPriorityClass) at its time, watches JobSets, and when one
@@ -17,8 +20,9 @@ is unsuspended marks it Completed (status subresource) after its runtime, as Kue
 Figures: ``wall_seconds`` (first create → last completion), ``min_cq_usage_pct`` (per ClusterQueue
 cpu·s used × 100 / (nominalQuota × wall), minimum; Kueue's measure), ``avg_time_to_admission_s``
 per class (create → seen unsuspended), ``api_writes_per_workload`` (every write request the
-sandbox counted, minus the runner's own creates and status patches, over the number of
-workloads; ``writes_by_resource`` itemises them), ``controller_cpu_seconds`` and
+sandbox counted, minus the runner's own creates and status patches; on the real control plane
+the controller's writes in the API server's audit log; over the number of workloads;
+``writes_by_resource`` itemises them), ``controller_cpu_seconds`` and
 ``controller_peak_rss_mb`` (from /proc of the controller process), and ``controller_summary``: the
 controller's own account (cycles, admissions, evictions, writes, Workload status writes by state,
 mean latencies, GC time), read from its Prometheus ``/metrics`` endpoint just before it is stopped
@@ -281,10 +285,12 @@ def engine_alone(scale: float) -> dict[str, Any]:
     }
 
 
-async def setup(kubeconfig: Path) -> None:
+async def setup(kubeconfig: Path, *, crds: bool) -> None:
+    """The baseline's queues (``admissionMode: QuotaOnly``), and gangq's CRDs when ``crds``."""
     client = KubeClient(Credentials.load(kubeconfig))
     try:
-        await install_crds(client)
+        if crds:
+            await install_crds(client)
         docs = load_yaml(ROOT / "policies" / "kueue-baseline.yaml")
         for doc in docs:
             if doc["kind"] == "ClusterQueue":
@@ -294,15 +300,127 @@ async def setup(kubeconfig: Path) -> None:
         await client.close()
 
 
-async def lease_holder(kubeconfig: Path) -> str | None:
+async def lease_holder(kubeconfig: Path, namespace: str) -> str | None:
     client = KubeClient(Credentials.load(kubeconfig))
     try:
-        lease = await client.get(resource_path("coordination.k8s.io", "v1", "leases", "default", "gangq-controller"))
+        lease = await client.get(resource_path("coordination.k8s.io", "v1", "leases", namespace, "gangq-controller"))
         return (lease.get("spec") or {}).get("holderIdentity")
     except Exception:
         return None
     finally:
         await client.close()
+
+
+class EmulatedPlane:
+    """The sandbox in its own process (``gangq sandbox up --no-cluster``). gangq's writes: every
+    write the sandbox counted, minus the runner's."""
+
+    name = "emulated"
+    lease_namespace = "default"
+
+    def __init__(self, tmp: Path) -> None:
+        self.sb = Sandbox(mode="subprocess", cluster=False, kubeconfig=tmp / "kubeconfig").start()
+        self.url = self.sb.url
+        self.kubeconfig = self.controller_kubeconfig = self.sb.kubeconfig
+        asyncio.run(setup(self.kubeconfig, crds=True))
+
+    def connector(self) -> aiohttp.TCPConnector:
+        return aiohttp.TCPConnector(limit=128)
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def start_counting(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(self.url + "/debug/requests", method="DELETE")).read()
+
+    def _rows(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(self.url + "/debug/requests") as r:
+            return list(json.loads(r.read())["requests"])
+
+    def writes(self, runner_writes: dict[str, int]) -> dict[str, int]:
+        by_resource: dict[str, int] = {}
+        for row in self._rows():
+            if row["verb"] in WRITE_VERBS and row["code"] < 300:
+                key = f"{row['verb']} {row['resource']}"
+                by_resource[key] = by_resource.get(key, 0) + row["count"]
+        for key, count in runner_writes.items():
+            by_resource[key] = by_resource.get(key, 0) - count
+        return {k: v for k, v in sorted(by_resource.items()) if v}
+
+    def failed_requests(self) -> int:
+        return sum(r["count"] for r in self._rows() if r["code"] >= 400)
+
+    def server_cpu_seconds(self) -> float | None:
+        return proc_stats(self.sb._proc.pid)[0] if self.sb._proc is not None else None
+
+    def stop(self) -> None:
+        self.sb.stop()
+
+
+class RealPlane:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok built from
+    hack/control-plane (``gangq.controlplane``), gangq installed as the install manifests do, the
+    controller under the install's RBAC. gangq's writes: the controller's, from the API server's
+    audit log (which records that one user's requests only)."""
+
+    name = "real"
+
+    def __init__(self, tmp: Path) -> None:
+        from gangq.controlplane.install import install
+        from gangq.controlplane.launcher import ControlPlane
+        from gangq.controlplane.pki import CONTROLLER_NAMESPACE, CONTROLLER_USER
+
+        self.user = CONTROLLER_USER
+        self.lease_namespace = CONTROLLER_NAMESPACE
+        self.cp = ControlPlane(workdir=tmp / "control-plane", announce=lambda line: print(line, file=sys.stderr),
+                               audit=[{"level": "Metadata", "users": [CONTROLLER_USER]}, {"level": "None"}])
+        self.cp.start()
+        install(self.cp, embedded_jobset=False)
+        self.url = self.cp.url
+        self.kubeconfig = self.cp.kubeconfig("admin")
+        self.controller_kubeconfig = self.cp.kubeconfig("controller")
+        asyncio.run(setup(self.kubeconfig, crds=False))
+        self._offset = 0
+
+    def connector(self) -> aiohttp.TCPConnector:
+        import ssl
+
+        return aiohttp.TCPConnector(limit=128, ssl=ssl.create_default_context(cafile=str(self.cp.pki.ca_cert)))
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.cp.pki.identities['admin'].token}"}
+
+    def start_counting(self) -> None:
+        self._offset = len(self._events(0))
+
+    def _events(self, offset: int) -> list[dict[str, Any]]:
+        return [e for e in self.cp.audit_events()[offset:] if e.get("stage") == "ResponseComplete"]
+
+    def writes(self, runner_writes: dict[str, int]) -> dict[str, int]:
+        by_resource: dict[str, int] = {}
+        for event in self._events(self._offset):
+            ref = event.get("objectRef") or {}
+            if event.get("verb") not in WRITE_VERBS or event.get("responseStatus", {}).get("code", 0) >= 300:
+                continue
+            resource = ref.get("resource", "?") + (f".{ref['apiGroup']}" if ref.get("apiGroup") else "")
+            resource += f"/{ref['subresource']}" if ref.get("subresource") else ""
+            key = f"{event['verb']} {resource}"
+            by_resource[key] = by_resource.get(key, 0) + 1
+        return dict(sorted(by_resource.items()))
+
+    def failed_requests(self) -> int:
+        return sum(1 for e in self._events(self._offset) if e.get("responseStatus", {}).get("code", 0) >= 400)
+
+    def server_cpu_seconds(self) -> float | None:
+        return round(sum(proc_stats(p.popen.pid)[0] for p in self.cp.processes
+                         if p.name in ("kube-apiserver", "etcd") and p.popen is not None), 2)
+
+    def stop(self) -> None:
+        self.cp.stop()
+
+
+Plane = EmulatedPlane | RealPlane
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 
 def _installed_core_compiled() -> bool:
@@ -317,30 +435,20 @@ def _installed_core_compiled() -> bool:
     return out.stdout.strip() == "True"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the workloads per class")
-    parser.add_argument("--config", type=Path, help="controller configuration (merged over the benchmark's)")
-    parser.add_argument("--profile", type=Path, help="run the controller under cProfile, writing this file")
-    args = parser.parse_args()
-    tune_gc()  # the runner holds 15,000 JobSets' records: the controller's thresholds
-
-    jobs, _ = plan(args.scale)
-    baseline = engine_alone(args.scale)
-    tmp = Path(tempfile.mkdtemp(prefix="gangq-kueue-e2e-"))
-    config = dict(CONTROLLER_CONFIG)
-    if args.config:
-        for key, value in (yaml.safe_load(args.config.read_text()) or {}).items():
-            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]], config: dict[str, Any],
+           baseline: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The baseline on one control plane: its figures, with the same-run engine-alone baseline."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"gangq-kueue-e2e-{plane_name}-"))
+    config = dict(config)
     if config.get("metricsPort") is None:
         config["metricsPort"] = free_port()
+    plane: Plane = EmulatedPlane(tmp) if plane_name == "emulated" else RealPlane(tmp)
+    if plane_name == "real":
+        config["leaderElection"] = {**config.get("leaderElection", {}), "namespace": plane.lease_namespace}
     (tmp / "config.yaml").write_text(yaml.safe_dump(config))
-    sb = Sandbox(mode="subprocess", cluster=False, kubeconfig=tmp / "kubeconfig").start()
     controller: subprocess.Popen[bytes] | None = None
     try:
-        asyncio.run(setup(sb.kubeconfig))
-        urllib.request.urlopen(urllib.request.Request(sb.url + "/debug/requests", method="DELETE")).read()
+        plane.start_counting()
         log = open(tmp / "controller.log", "wb")  # noqa: SIM115
         controller = subprocess.Popen(
             [
@@ -351,7 +459,7 @@ def main() -> None:
                 "gangq.operator",
                 "run",
                 "--kubeconfig",
-                str(sb.kubeconfig),
+                str(plane.controller_kubeconfig),
                 "--config",
                 str(tmp / "config.yaml"),
                 "--jobset-controller",
@@ -362,15 +470,15 @@ def main() -> None:
             cwd=ROOT,
         )
         deadline = time.monotonic() + 30
-        while asyncio.run(lease_holder(sb.kubeconfig)) is None:
+        while asyncio.run(lease_holder(plane.kubeconfig, plane.lease_namespace)) is None:
             if time.monotonic() > deadline or controller.poll() is not None:
                 raise RuntimeError(f"the controller did not start: {(tmp / 'controller.log').read_text()[-2000:]}")
             time.sleep(0.2)
         time.sleep(2.0)  # recovery + kopf's initial lists
-        runner = Runner(sb.url, jobs)
+        runner = Runner(plane.url, jobs)
 
         async def go() -> None:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128)) as session:
+            async with aiohttp.ClientSession(connector=plane.connector(), headers=plane.headers()) as session:
                 await runner.run(session)
 
         runner_cpu0 = time.process_time()
@@ -382,9 +490,7 @@ def main() -> None:
         time.sleep(delay + 1.0)
         settle_deadline, last, still = time.monotonic() + 120, -1, 0
         while still < 3 and time.monotonic() < settle_deadline:  # until no write for 3 s
-            with urllib.request.urlopen(sb.url + "/debug/requests") as r:
-                rows = json.loads(r.read())["requests"]
-            total = sum(row["count"] for row in rows if row["verb"] not in ("get", "list", "watch"))
+            total = sum(plane.writes(runner.writes).values())
             still = still + 1 if total == last else 0
             last = total
             time.sleep(1.0)
@@ -396,52 +502,40 @@ def main() -> None:
             controller.wait(30)
         except subprocess.TimeoutExpired:
             controller.kill()
-        sandbox_cpu = proc_stats(sb._proc.pid)[0] if sb._proc is not None else None
-        with urllib.request.urlopen(sb.url + "/debug/requests") as r:
-            counters = json.loads(r.read())
+        server_cpu = plane.server_cpu_seconds()
+        by_resource = plane.writes(runner.writes)
+        failed = plane.failed_requests()
     finally:
         if controller is not None and controller.poll() is None:
             controller.kill()
-        sb.stop()
+        plane.stop()
     wall = max(runner.completed.values()) - min(runner.created.values())
     used: dict[str, float] = {}
     waits: dict[str, list[float]] = {c: [] for c, *_ in CLASSES}
     for name, (queue, cls, cpu, _) in runner.info.items():
         used[queue] = used.get(queue, 0.0) + cpu * runner.used_before[name]
         waits[cls].append(runner.admitted[name] - runner.created[name])
-    by_resource: dict[str, int] = {}
-    for row in counters["requests"]:
-        if row["verb"] in ("create", "update", "patch", "delete", "deletecollection") and row["code"] < 300:
-            key = f"{row['verb']} {row['resource']}"
-            by_resource[key] = by_resource.get(key, 0) + row["count"]
-    for key, count in runner.writes.items():
-        by_resource[key] = by_resource.get(key, 0) - count
-    by_resource = {k: v for k, v in sorted(by_resource.items()) if v}
     gangq_writes = sum(by_resource.values())
     n = len(jobs)
     result: dict[str, Any] = {
+        "control_plane": plane_name,
         "wall_seconds": round(wall, 2),
         "min_cq_usage_pct": round(min(100.0 * u / (NOMINAL_CPU * wall) for u in used.values()), 2),
         "avg_time_to_admission_s": {c: round(sum(w) / len(w), 3) for c, w in waits.items()},
         "api_writes_per_workload": round(gangq_writes / n, 3),
         "controller_cpu_seconds": round(cpu_s, 2),
         "controller_peak_rss_mb": round(rss_mb, 1),
-        "sandbox_cpu_seconds": round(sandbox_cpu, 2) if sandbox_cpu is not None else None,
+        "api_server_cpu_seconds": server_cpu,
         "runner_cpu_seconds": round(runner_cpu, 2),
         "runner_request_ms": {k: round(1000 * t / n, 2) if n else None for k, (n, t) in runner.rtt.items()},
         "workloads": n,
         "evictions_seen_by_runner": runner.evictions,
         "scale": args.scale,
         "writes_by_resource": by_resource,
-        "failed_requests": sum(r["count"] for r in counters["requests"] if r["code"] >= 400),
+        "failed_requests": failed,
         "runner_errors": runner.errors[:20],
         "controller_summary": summary,
         "controller_config": config,
-        "engine_alone": baseline,
-        "kueue": KUEUE,
-        "quota_bound_wall_seconds": 66.0 if args.scale == 1.0 else None,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
-        "core_compiled": _installed_core_compiled(),
     }
     result["ratios"] = {
         "wall_over_kueue": round(wall / KUEUE["wall_seconds"], 3),
@@ -457,7 +551,59 @@ def main() -> None:
         "admission<=half_kueue": all(v <= 0.5 for v in result["ratios"]["admission_over_kueue"].values()),
         "api_writes_per_workload<=3": result["api_writes_per_workload"] <= TARGETS["api_writes_per_workload"],
     }
-    text = json.dumps(result, indent=2)
+    return result
+
+
+def side_by_side(emulated: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
+    """The real control plane's figures over the emulator's (> 1: slower or more on the real one)."""
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        "wall_seconds": ratio(real["wall_seconds"], emulated["wall_seconds"]),
+        "min_cq_usage_pct": ratio(real["min_cq_usage_pct"], emulated["min_cq_usage_pct"]),
+        "avg_time_to_admission_s": {
+            c: ratio(real["avg_time_to_admission_s"][c], emulated["avg_time_to_admission_s"][c])
+            for c in emulated["avg_time_to_admission_s"]
+        },
+        "api_writes_per_workload": ratio(real["api_writes_per_workload"], emulated["api_writes_per_workload"]),
+        "controller_cpu_seconds": ratio(real["controller_cpu_seconds"], emulated["controller_cpu_seconds"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the workloads per class")
+    parser.add_argument("--config", type=Path, help="controller configuration (merged over the benchmark's)")
+    parser.add_argument("--profile", type=Path, help="run the controller under cProfile, writing this file")
+    parser.add_argument("--control-plane", choices=("emulated", "real", "both"), default="emulated",
+                        help="the sandbox (default), a real kube-apiserver + etcd (gangq.controlplane), or both "
+                             "one after the other, side by side in one report")
+    args = parser.parse_args()
+    tune_gc()  # the runner holds 15,000 JobSets' records: the controller's thresholds
+
+    jobs, _ = plan(args.scale)
+    baseline = engine_alone(args.scale)
+    config = dict(CONTROLLER_CONFIG)
+    if args.config:
+        for key, value in (yaml.safe_load(args.config.read_text()) or {}).items():
+            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    planes = ("emulated", "real") if args.control_plane == "both" else (args.control_plane,)
+    results = {name: run_on(name, jobs, config, baseline, args) for name in planes}
+    common = {
+        "engine_alone": baseline,
+        "kueue": KUEUE,
+        "quota_bound_wall_seconds": 66.0 if args.scale == 1.0 else None,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "core_compiled": _installed_core_compiled(),
+    }
+    if len(results) == 1:
+        report = {**results[planes[0]], **common}
+    else:
+        report = {**results, "real_over_emulated": side_by_side(results["emulated"], results["real"]), **common}
+    text = json.dumps(report, indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")

@@ -61,6 +61,15 @@ CONTROLLERS = (
 READY_TIMEOUT = 90.0
 
 
+def _same_node(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    labels = existing["metadata"].get("labels") or {}
+    return (
+        all(labels.get(k) == v for k, v in (wanted["metadata"].get("labels") or {}).items())
+        and (existing.get("spec", {}).get("taints") or []) == (wanted.get("spec", {}).get("taints") or [])
+        and (existing.get("status", {}).get("allocatable") or {}) == (wanted.get("status", {}).get("allocatable") or {})
+    )
+
+
 class ControlPlaneError(RuntimeError):
     """A component is missing, died, or did not become ready."""
 
@@ -128,7 +137,7 @@ class ControlPlane:
         keep_workdir: bool = False,
         announce: Callable[[str], None] | None = None,
         extra_apiserver_args: Iterable[str] = (),
-        audit: bool = False,
+        audit: bool | list[dict[str, Any]] = False,
     ) -> None:
         self.port = port or free_port()
         self.nodes = nodes
@@ -139,7 +148,10 @@ class ControlPlane:
         self.extra_apiserver_args = list(extra_apiserver_args)
         # kube-apiserver's audit log (JSON lines, Metadata level): who did what, for the tests of
         # the controller's rights and for counting API writes per workload.
+        # ``audit`` may be the policy's rules instead (e.g. only one user's writes); True logs
+        # every request at Metadata level.
         self.audit_log: Path | None = self.workdir / "audit.log" if audit else None
+        self.audit_rules: list[dict[str, Any]] = audit if isinstance(audit, list) else [{"level": "Metadata"}]
         self.pki = Pki(self.workdir / "pki")
         self.processes: list[Process] = []
         self.bin: Path = bin_dir()
@@ -278,7 +290,7 @@ class ControlPlane:
             "apiVersion": "audit.k8s.io/v1",
             "kind": "Policy",
             "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata"}],
+            "rules": self.audit_rules,
         }))
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
                 "--audit-log-mode=blocking", "--audit-log-maxbackup=0", "--audit-log-maxsize=0"]
@@ -314,7 +326,9 @@ class ControlPlane:
         except (urllib.error.URLError, OSError):
             return False
 
-    def raw_request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> bytes:
+    def raw_request(
+        self, method: str, path: str, body: Any = None, *, who: str = "admin", content_type: str = "application/json"
+    ) -> bytes:
         """One API request as ``who``; returns the body. Raises urllib's HTTPError."""
         if self._ssl is None:
             self._ssl = ssl.create_default_context(cafile=str(self.pki.ca_cert))
@@ -322,13 +336,15 @@ class ControlPlane:
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.pki.identities[who].token}")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            req.add_header("Content-Type", content_type)
         with urllib.request.urlopen(req, timeout=10, context=self._ssl) as resp:
             return bytes(resp.read())
 
-    def request(self, method: str, path: str, body: Any = None, *, who: str = "admin") -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, *, who: str = "admin", content_type: str = "application/json"
+    ) -> Any:
         """One API request as ``who``; returns the decoded JSON body. Raises urllib's HTTPError."""
-        text = self.raw_request(method, path, body, who=who)
+        text = self.raw_request(method, path, body, who=who, content_type=content_type)
         return json.loads(text) if text else None
 
     def _apiserver_ready(self) -> bool:
@@ -353,18 +369,37 @@ class ControlPlane:
         specs = parse_node_spec(self.nodes or DEFAULT_NODE_SPEC)
         self.announce(f"creating {len(specs)} kwok nodes")
         for node in specs:
+            self._create_node(node)
+
+    def _create_node(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        node["metadata"].setdefault("annotations", {})[kwok.NODE_ANNOTATION] = kwok.NODE_ANNOTATION_VALUE
+        status = node.pop("status", None)
+        taints = node.get("spec", {}).get("taints", [])
+        self.request("POST", "/api/v1/nodes", node)
+        # Merge patches, not updates: kwok writes the node as soon as it exists.
+        merge = "application/merge-patch+json"
+        if status is not None:
+            self.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, content_type=merge)
+        # The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
+        # controller, which would lift it once the node reports Ready, does not run here.
+        self.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}}, content_type=merge)
+
+    def replace_nodes(self, spec: str | None) -> None:
+        """Make the nodes those of ``spec`` (a node SPEC as ``--nodes`` takes; None: no nodes).
+        A node that already exists with the same labels, taints and allocatable stays as it is."""
+        from gangq.sandbox.nodespec import parse_node_spec
+
+        wanted = {n["metadata"]["name"]: n for n in (parse_node_spec(spec) if spec else [])}
+        for node in self.request("GET", "/api/v1/nodes")["items"]:
             name = node["metadata"]["name"]
-            node["metadata"].setdefault("annotations", {})[kwok.NODE_ANNOTATION] = kwok.NODE_ANNOTATION_VALUE
-            status = node.pop("status", None)
-            taints = node.get("spec", {}).get("taints", [])
-            created = self.request("POST", "/api/v1/nodes", node)
-            if status is not None:
-                created["status"] = status
-                created = self.request("PUT", f"/api/v1/nodes/{name}/status", created)
-            # The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
-            # controller, which would lift it once the node reports Ready, does not run here.
-            created.setdefault("spec", {})["taints"] = taints
-            self.request("PUT", f"/api/v1/nodes/{name}", created)
+            want = wanted.get(name)
+            if want is not None and _same_node(node, want):
+                del wanted[name]
+                continue
+            self.request("DELETE", f"/api/v1/nodes/{name}")
+        for node in wanted.values():
+            self._create_node(node)
 
     def apply(self, documents: Iterable[dict[str, Any]], *, who: str = "admin") -> None:
         """``kubectl apply --server-side`` of ``documents`` as ``who``."""

@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 # The namespace and ServiceAccount that deploy/base runs the controller as.
 CONTROLLER_NAMESPACE = "gangq-system"
 CONTROLLER_SERVICE_ACCOUNT = "gangq-controller"
+CONTROLLER_USER = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Identity:
 
 
 def _identities() -> dict[str, Identity]:
-    sa = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
+    sa = CONTROLLER_USER
     return {
         "admin": Identity("gangq-admin", ("system:masters",), secrets.token_hex(16)),
         "controller-manager": Identity("system:kube-controller-manager", (), secrets.token_hex(16)),

@@ -498,9 +498,12 @@ class GangqMetrics:
         self._check_ready(engine, now)
 
     def _init_counters(self, cluster_queue: str) -> None:
-        """Create a new ClusterQueue's counter series at 0: Prometheus' ``increase`` cannot see the
-        first event of a series that appears with value 1."""
+        """Create a new ClusterQueue's counter and histogram series at 0: Prometheus' ``increase``
+        cannot see the first event of a series that appears with value 1, and a wait-time panel
+        would show nothing for a queue's first admissions."""
         self._initialized.add(cluster_queue)
+        self.admission_wait_time_seconds.labels(cluster_queue)
+        self.admitted_until_ready_wait_time_seconds.labels(cluster_queue)
         self.admitted_workloads_total.labels(cluster_queue)
         self.finished_workloads_total.labels(cluster_queue)
         for reason in EVICTION_REASONS:

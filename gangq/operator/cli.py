@@ -38,13 +38,22 @@ class JobSetControllerMode(StrEnum):
 
 
 def _cluster_configured(kubeconfig: Path | None) -> bool:
-    if kubeconfig is not None:
+    """Whether a cluster is configured: ``--kubeconfig``, $KUBECONFIG (even naming a missing file:
+    that is an error, not "no cluster"), ~/.kube/config, or a pod's service account."""
+    if kubeconfig is not None or os.environ.get("KUBECONFIG"):
         return True
-    if os.environ.get("KUBECONFIG"):
-        return any(Path(p).exists() for p in os.environ["KUBECONFIG"].split(os.pathsep) if p)
     if (Path.home() / ".kube" / "config").exists():
         return True
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _missing_kubeconfig() -> str | None:
+    """$KUBECONFIG when it names no existing file. Starting the sandbox then would leave an admin
+    believing the controller runs against their cluster."""
+    value = os.environ.get("KUBECONFIG")
+    if value and not any(Path(p).exists() for p in value.split(os.pathsep) if p):
+        return value
+    return None
 
 
 async def _main(
@@ -122,6 +131,7 @@ def run(
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out", help="where to write the sandbox's kubeconfig (default ~/.kube/gangq-sandbox.yaml)"),  # noqa: B008, E501
     jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
     metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz, /readyz and the pending-workloads API here (overrides metricsPort of --config; default 8080)"),  # noqa: E501
+    metrics_bind: str | None = typer.Option(None, "--metrics-bind", help="address to serve --metrics-port on (overrides metricsBind of --config; default 127.0.0.1, loopback only; the Deployment sets 0.0.0.0)"),  # noqa: E501
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
     control_plane: ControlPlaneKind = typer.Option(ControlPlaneKind.emulated, "--control-plane", help="with --sandbox: emulated (gangq's API emulator) or real (etcd, kube-apiserver, controller-manager, scheduler, kwok built from their Go modules)"),  # noqa: B008, E501
 ) -> None:
@@ -141,7 +151,16 @@ def run(
         raise typer.Exit(1) from err
     if metrics_port is not None:
         cfg = cfg.model_copy(update={"metrics_port": metrics_port})
+    if metrics_bind is not None:
+        cfg = cfg.model_copy(update={"metrics_bind": metrics_bind})
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
+    if not sandbox and kubeconfig is None and (missing := _missing_kubeconfig()) is not None:
+        console.print(f"[red]error:[/red] $KUBECONFIG={missing}: no such file (to run the embedded sandbox "
+                      "instead, pass --sandbox)", highlight=False)
+        raise typer.Exit(1)
+    if use_sandbox and not sandbox:
+        console.print("no cluster configured (no --kubeconfig, $KUBECONFIG or ~/.kube/config, not in a pod): "
+                      "starting the embedded sandbox", highlight=False)
     if control_plane is ControlPlaneKind.real and not sandbox:
         console.print("[red]error:[/red] --control-plane real goes with --sandbox", highlight=False)
         raise typer.Exit(2)

@@ -42,7 +42,9 @@ class StatusConfig(_Model):
     """How often status is written (the write budget, docs/operator.md)."""
 
     workload_delay_seconds: float = Field(2.0, alias="workloadDelaySeconds", ge=0)
-    pending_delay_seconds: float = Field(30.0, alias="pendingDelaySeconds", ge=0)
+    # 5 s, not longer: until then ``kubectl get workloads`` does not show a queued JobSet at all, and a
+    # researcher asking "why is my job pending?" finds nothing to read.
+    pending_delay_seconds: float = Field(5.0, alias="pendingDelaySeconds", ge=0)
     pending_min_interval_seconds: float = Field(60.0, alias="pendingMinIntervalSeconds", ge=0)
     queue_interval_seconds: float = Field(5.0, alias="queueIntervalSeconds", gt=0)
 
@@ -78,6 +80,10 @@ class OperatorConfig(_Model):
     events: EventsConfig = Field(default_factory=EventsConfig)
     leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig, alias="leaderElection")
     metrics_port: int | None = Field(8080, alias="metricsPort", ge=0, le=65535)
+    # Loopback unless set: the pending-workloads API names every queued job, and a controller run
+    # on a laptop (or with the embedded sandbox) should not serve that to the network. The
+    # Deployment sets 0.0.0.0 for its probes and Prometheus.
+    metrics_bind: str = Field("127.0.0.1", alias="metricsBind", min_length=1)
     namespaces: list[str] = Field(default_factory=list)
 
     def engine_config(self) -> EngineConfig:

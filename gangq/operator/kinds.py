@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[str, dict[str, Any], str, float], None]
 """``(event type, object, key, now)``."""
 
+_NEVER_APPLIED = object()  # not None: an object without ``spec`` (Kueue's example ResourceFlavor) is applied too
+
 
 class Kinds:
     """The per-kind handlers and the table :meth:`apply` dispatches on."""
@@ -87,7 +89,7 @@ class Kinds:
             part = relevant(plural, obj)
             if event_type == "DELETED":
                 self._applied.pop((plural, key), None)
-            elif self._applied.get((plural, key)) == part:
+            elif self._applied.get((plural, key), _NEVER_APPLIED) == part:
                 return
             else:
                 self._applied[(plural, key)] = part

@@ -131,7 +131,7 @@ async def _attach_telemetry(controller: Controller, config: OperatorConfig) -> A
         controller.telemetry = telemetry
         controller.client.observer = telemetry.metrics.api_request
         telemetry.metrics.set_leader(True)
-        return await telemetry.serve(port=config.metrics_port)
+        return await telemetry.serve(host=config.metrics_bind, port=config.metrics_port)
     except Exception:
         log.exception("observability failed to start; running without metrics")
         controller.telemetry = None

@@ -70,7 +70,9 @@ def install_crds(ep: Endpoint, seconds: float = 30.0) -> None:
 
 
 def _established(crd: Any) -> bool:
-    conditions = (crd or {}).get("status", {}).get("conditions", []) if isinstance(crd, dict) else []
+    # A real server answers a CRD it has just created with ``conditions: null`` until it is Established.
+    status = (crd.get("status") or {}) if isinstance(crd, dict) else {}
+    conditions = status.get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 

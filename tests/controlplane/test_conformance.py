@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from gangq.controlplane.launcher import ControlPlane
@@ -11,13 +13,24 @@ from tests.conformance import report, session
 from tests.conformance.compare import Outcome, count
 from tests.conformance.corpus import CASES
 from tests.conformance.differences import DIFFERENCES
+from tests.conftest import start_control_plane
 
 NAMES = [case.name for case in CASES]
 
 
-@pytest.fixture(scope="module")
-def outcomes(control_plane: ControlPlane) -> dict[str, Outcome]:
-    return {o.name: o for o in session.run(control_plane)}
+@pytest.fixture(scope="session")
+def conformance_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of the corpus's own: its hundreds of namespaces would keep the shared one's
+    namespace controller busy for minutes. Session-scoped, like ``outcomes``: pytest-xdist may run
+    other modules' tests between this module's, which would end a module-scoped one early."""
+    cp = start_control_plane(tmp_path_factory.mktemp("conformance-control-plane"))
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture(scope="session")
+def outcomes(conformance_control_plane: ControlPlane) -> dict[str, Outcome]:
+    return {o.name: o for o in session.run(conformance_control_plane)}
 
 
 def test_the_corpus_covers_at_least_200_requests() -> None:

@@ -265,6 +265,10 @@ def test_probes_metrics_service_and_servicemonitor_agree(overlay: tuple[str, lis
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     config = yaml.safe_load(find(docs, "ConfigMap", "gangq-config")[0]["data"]["config.yaml"])
     assert ports["http-metrics"] == config["metricsPort"] == 8080
+    # the kubelet probes the pod's IP: the controller's loopback default would fail every probe
+    from gangq.operator.config import parse_config
+
+    assert parse_config(config, "deploy/base/config.yaml").metrics_bind == "0.0.0.0"
     # the probe paths are routes of the controller's HTTP app
     from prometheus_client import CollectorRegistry
 

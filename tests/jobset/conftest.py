@@ -14,6 +14,7 @@ import yaml
 
 from gangq.sandbox.kubelet import KubeletConfig
 from gangq.sandbox.runtime import Sandbox
+from tests.clusters import RealCluster, controller_kubeconfig, is_real
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "jobset.x-k8s.io_jobsets.yaml"
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -54,7 +55,7 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
 class Cluster:
     """Helpers over a running sandbox (store calls run on the sandbox loop)."""
 
-    def __init__(self, sb: Sandbox) -> None:
+    def __init__(self, sb: Sandbox | RealCluster) -> None:
         self.sb = sb
 
     def create_jobset(self, obj: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
@@ -120,15 +121,18 @@ def jobset(name: str, rjobs: list[dict[str, Any]], *, run_seconds: float = 0.5, 
 
 
 @pytest.fixture
-def jobset_cluster(sandbox_factory: Callable[..., Sandbox], tmp_path: Path,
+def jobset_cluster(cluster_factory: Callable[..., Sandbox | RealCluster], tmp_path: Path,
                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    """A sandbox (2 nodes labelled pool=a, 2 labelled pool=b) with the JobSet CRD and the controller running."""
+    """A cluster (2 nodes labelled pool=a, 2 labelled pool=b) with the JobSet CRD and the
+    controller running, on each control plane (under the install's RBAC on the real one)."""
     from kopf.testing import KopfRunner
 
-    sb = sandbox_factory(nodes="2x{cpu:64,memory:256Gi}[pool=a];2x{cpu:64,memory:256Gi}[pool=b]",
+    sb = cluster_factory(nodes="2x{cpu:64,memory:256Gi}[pool=a];2x{cpu:64,memory:256Gi}[pool=b]",
                          kubelet=KubeletConfig(max_grace_seconds=0.2))
-    monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig))
-    sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", yaml.safe_load(CRD_PATH.read_text()))
+    monkeypatch.setenv("KUBECONFIG", str(controller_kubeconfig(sb)))
+    if not is_real(sb):
+        sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions",
+                yaml.safe_load(CRD_PATH.read_text()))
     op = tmp_path / "jobset_operator.py"
     op.write_text(OPERATOR)
     with KopfRunner(["run", "--standalone", "--all-namespaces", str(op)], timeout=60) as runner:

@@ -54,7 +54,8 @@ def test_framework_env_in_created_pods(jobset_cluster: Cluster) -> None:
     assert cm["data"]["hostfile"] == "mp-worker-0-0.mp slots=1\nmp-worker-0-1.mp slots=1\n"
     launcher = next(p for p in wait_for(lambda: len(cl.pods("mp")) >= 3 and cl.pods("mp"), 15, "mpi pods")
                     if p["metadata"]["labels"][c.REPLICATED_JOB_NAME_KEY] == "launcher")
-    assert {"name": "gangq-mpi-hostfile", "configMap": {"name": "mp-mpi-hostfile"}} in launcher["spec"]["volumes"]
+    volume = next(v for v in launcher["spec"]["volumes"] if v["name"] == "gangq-mpi-hostfile")
+    assert volume["configMap"]["name"] == "mp-mpi-hostfile"  # a real API server adds defaultMode
     mounts = launcher["spec"]["containers"][0]["volumeMounts"]
     assert any(m["mountPath"] == "/etc/mpi" for m in mounts)
     assert resolve_env(launcher, launcher["spec"]["containers"][0])["OMPI_MCA_orte_default_hostfile"] == \

@@ -9,10 +9,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gangq.jobset import constants as c
-from gangq.operator.kube import Credentials
-from gangq.operator.operator import OperatorThread
 from gangq.sandbox.kubelet import KubeletConfig
 from gangq.sandbox.runtime import Sandbox
+from tests.clusters import RealCluster, controller_kubeconfig
 from tests.operator.helpers import (
     apply,
     cluster_queue,
@@ -20,7 +19,7 @@ from tests.operator.helpers import (
     install,
     jobset,
     local_queue,
-    operator_config,
+    operator_thread,
     wait_for,
 )
 
@@ -28,12 +27,12 @@ from .conftest import Cluster
 
 
 @pytest.fixture
-def gangq(sandbox_factory: Callable[..., Sandbox], monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    sb = sandbox_factory(nodes="2x{cpu:8,memory:32Gi}[pool=a]", kubelet=KubeletConfig(max_grace_seconds=0.2))
-    monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig))
+def gangq(cluster_factory: Callable[..., Sandbox | RealCluster], monkeypatch: pytest.MonkeyPatch
+          ) -> Iterator[Cluster]:
+    sb = cluster_factory(nodes="2x{cpu:8,memory:32Gi}[pool=a]", kubelet=KubeletConfig(max_grace_seconds=0.2))
+    monkeypatch.setenv("KUBECONFIG", str(controller_kubeconfig(sb)))
     install(sb)
-    op = OperatorThread(Credentials.load(sb.kubeconfig), operator_config(), identity="op-js",
-                        jobset_controller="embedded").start()
+    op = operator_thread(sb, identity="op-js", jobset_controller="embedded")
     try:
         wait_for(lambda: op.leading or op.error, 20, "the operator to lead")
         assert op.error is None, op.error

@@ -121,7 +121,7 @@ def test_pods_ready_time_and_pods_ready_timeout(m: GangqMetrics) -> None:
     run(e, m, 62.0)
     assert val(m, "gangq_evicted_workloads_total", cluster_queue="b", reason="PodsReadyTimeout") == 1
     # the evicted gang never became ready: no observation for b
-    assert val(m, "gangq_admitted_until_ready_wait_time_seconds_count", cluster_queue="b") is None
+    assert val(m, "gangq_admitted_until_ready_wait_time_seconds_count", cluster_queue="b") == 0
     m.observe_finished(e, "ns/ok")
     e.finish("ns/ok", 70.0)
     m.observe_finished(e, "ns/never-existed")
@@ -202,6 +202,8 @@ def test_counters_of_a_new_queue_start_at_zero(m: GangqMetrics) -> None:
     assert val(m, "gangq_preempted_workloads_total", preempting_cluster_queue="b", reason="InClusterQueue") == 0
     assert val(m, "gangq_admitted_workloads_total", cluster_queue="b") == 0
     assert val(m, "gangq_finished_workloads_total", cluster_queue="a") == 0
+    assert val(m, "gangq_admission_wait_time_seconds_count", cluster_queue="a") == 0
+    assert val(m, "gangq_admitted_until_ready_wait_time_seconds_count", cluster_queue="b") == 0
 
 
 def test_controller_summary_reads_the_registry_and_a_scraped_page_alike(m: GangqMetrics) -> None:

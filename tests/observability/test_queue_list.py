@@ -1,9 +1,10 @@
 """``gangq queue`` with no queue named: every ClusterQueue and LocalQueue the user can see, read
-from the Kubernetes API (here the sandbox's), with the counts gangq writes to their status."""
+from the Kubernetes API (on each control plane), with the counts gangq writes to their status."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -11,8 +12,7 @@ from kubernetes import client, config
 from typer.testing import CliRunner
 
 from gangq.observability.cli import queue
-from gangq.sandbox.runtime import Sandbox
-from tests.operator.helpers import install
+from tests.operator.helpers import Cluster, install
 
 GROUP, VERSION = "gangq.io", "v1alpha1"
 
@@ -36,7 +36,8 @@ def _cq(name: str, cohort: str | None = None) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
-def test_no_queue_named_lists_every_queue_with_its_counts(sandbox: Sandbox) -> None:
+def test_no_queue_named_lists_every_queue_with_its_counts(cluster_factory: Callable[..., Cluster]) -> None:
+    sandbox = cluster_factory(cluster=False)
     install(sandbox)
     api = client.CustomObjectsApi(config.new_client_from_config(config_file=str(sandbox.kubeconfig)))
     api.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", _cq("gpu-a", cohort="research"))

@@ -24,7 +24,7 @@ from gangq.operator.install import crd_documents
 from gangq.operator.kube import Credentials
 from gangq.operator.operator import OperatorThread
 from gangq.operator.translate import jobset_terminal
-from gangq.sandbox.runtime import Sandbox
+from tests.clusters import LEASE_NAMESPACE, Cluster, controller_kubeconfig, is_real
 
 HERE = Path(__file__).parent
 JS_GROUP = "jobset.x-k8s.io"
@@ -51,8 +51,11 @@ def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condit
         time.sleep(every)
 
 
-def install(sb: Sandbox) -> None:
-    """The gangq CRDs and the JobSet CRD (crds/)."""
+def install(sb: Cluster) -> None:
+    """The gangq CRDs and the JobSet CRD (crds/); the real control plane has them installed
+    already, with the controller's RBAC (tests/conftest.py's ``real_cluster``)."""
+    if is_real(sb):
+        return
     for doc in crd_documents():
         sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", doc)
 
@@ -68,7 +71,7 @@ PLURALS = {
 }
 
 
-def apply(sb: Sandbox, docs: Iterable[dict[str, Any]] | str) -> None:
+def apply(sb: Cluster, docs: Iterable[dict[str, Any]] | str) -> None:
     if isinstance(docs, str):
         docs = [d for d in yaml.safe_load_all(docs) if d]
     for doc in docs:
@@ -77,7 +80,7 @@ def apply(sb: Sandbox, docs: Iterable[dict[str, Any]] | str) -> None:
         sb.call(sb.store.create, group, plural, copy.deepcopy(doc), namespace=ns)
 
 
-def namespace(sb: Sandbox, name: str, labels: dict[str, str] | None = None) -> None:
+def namespace(sb: Cluster, name: str, labels: dict[str, str] | None = None) -> None:
     apply(sb, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}])
 
 
@@ -171,7 +174,7 @@ def jobset(
 class FakeJobSetRunner:
     """A stand-in JobSet controller for the tests (see the module docstring)."""
 
-    def __init__(self, sb: Sandbox, *, pods: bool = True, interval: float = 0.05) -> None:
+    def __init__(self, sb: Cluster, *, pods: bool = True, interval: float = 0.05) -> None:
         self.sb = sb
         self.pods = pods
         self.interval = interval
@@ -295,15 +298,33 @@ def operator_config(**overrides: Any) -> OperatorConfig:
     return parse_config(data, "test")
 
 
-def start_operator(sb: Sandbox, config: OperatorConfig | None = None, identity: str = "op-1") -> OperatorThread:
-    creds = Credentials.load(sb.kubeconfig)
-    op = OperatorThread(creds, config or operator_config(), identity=identity, jobset_controller="external").start()
+def lease_namespace(sb: Cluster) -> str:
+    """Where the controller holds its Lease: the install's namespace on a real control plane (its
+    RBAC grants Leases there only)."""
+    return LEASE_NAMESPACE if is_real(sb) else "default"
+
+
+def operator_thread(sb: Cluster, config: OperatorConfig | None = None, identity: str = "op-1",
+                    jobset_controller: str = "external") -> OperatorThread:
+    """A controller replica for ``sb``, started, under the controller's credentials."""
+    config = config or operator_config()
+    if is_real(sb):
+        election = config.leader_election.model_copy(update={"namespace": lease_namespace(sb)})
+        config = config.model_copy(update={"leader_election": election})
+    creds = Credentials.load(controller_kubeconfig(sb))
+    return OperatorThread(creds, config, identity=identity, jobset_controller=jobset_controller).start()  # type: ignore[arg-type]
+
+
+def start_operator(sb: Cluster, config: OperatorConfig | None = None, identity: str = "op-1",
+                   jobset_controller: str = "external") -> OperatorThread:
+    """``operator_thread`` once it leads."""
+    op = operator_thread(sb, config, identity, jobset_controller)
     wait_for(lambda: op.leading or op.error, 20, f"operator {identity} to lead")
     assert op.error is None, op.error
     return op
 
 
-def get(sb: Sandbox, kind: str, name: str, ns: str | None = "default") -> dict[str, Any] | None:
+def get(sb: Cluster, kind: str, name: str, ns: str | None = "default") -> dict[str, Any] | None:
     plurals = {"JobSet": (JS_GROUP, "jobsets"), "Workload": ("gangq.io", "workloads"),
                "ClusterQueue": ("gangq.io", "clusterqueues"), "LocalQueue": ("gangq.io", "localqueues")}
     group, plural = plurals[kind]
@@ -313,18 +334,18 @@ def get(sb: Sandbox, kind: str, name: str, ns: str | None = "default") -> dict[s
         return None
 
 
-def admitted(sb: Sandbox, name: str, ns: str = "default") -> bool:
+def admitted(sb: Cluster, name: str, ns: str = "default") -> bool:
     js = get(sb, "JobSet", name, ns)
     return bool(js) and js["spec"].get("suspend") is False and "gangq.io/admission" in (
         js["metadata"].get("annotations") or {})
 
 
-def finished(sb: Sandbox, name: str, ns: str = "default") -> bool:
+def finished(sb: Cluster, name: str, ns: str = "default") -> bool:
     js = get(sb, "JobSet", name, ns)
     return bool(js) and jobset_terminal(js) is not None
 
 
-def workload_status(sb: Sandbox, name: str, ns: str = "default") -> dict[str, Any]:
+def workload_status(sb: Cluster, name: str, ns: str = "default") -> dict[str, Any]:
     wl = get(sb, "Workload", f"jobset-{name}", ns)
     return (wl or {}).get("status") or {}
 

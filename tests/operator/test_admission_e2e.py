@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 
-from gangq.sandbox.runtime import Sandbox
 from tests.operator.helpers import (
+    Cluster,
     FakeJobSetRunner,
     admitted,
     apply,
@@ -18,6 +18,7 @@ from tests.operator.helpers import (
     install,
     jobset,
     local_queue,
+    operator_thread,
     start_operator,
     wait_for,
     workload_status,
@@ -25,9 +26,9 @@ from tests.operator.helpers import (
 
 
 def test_jobset_is_admitted_unsuspended_and_finished_with_workload_status(
-    sandbox_factory: Callable[..., Sandbox],
+    cluster_factory: Callable[..., Cluster],
 ) -> None:
-    sb = sandbox_factory(nodes="2x{cpu:8,memory:32Gi,nvidia.com/gpu:4}")
+    sb = cluster_factory(nodes="2x{cpu:8,memory:32Gi,nvidia.com/gpu:4}")
     install(sb)
     apply(sb, [flavor("gpu", {"sandbox.gangq.io/pool": "gpu"}),
                cluster_queue("cq", {"cpu": 16, "nvidia.com/gpu": 8}, flavor="gpu"),
@@ -70,16 +71,11 @@ def test_jobset_is_admitted_unsuspended_and_finished_with_workload_status(
         op.stop()
 
 
-def test_embedded_jobset_controller_runs_the_admitted_gang(sandbox_factory: Callable[..., Sandbox]) -> None:
-    from gangq.operator.kube import Credentials
-    from gangq.operator.operator import OperatorThread
-    from tests.operator.helpers import operator_config
-
-    sb = sandbox_factory(nodes="2x{cpu:8,memory:32Gi}")
+def test_embedded_jobset_controller_runs_the_admitted_gang(cluster_factory: Callable[..., Cluster]) -> None:
+    sb = cluster_factory(nodes="2x{cpu:8,memory:32Gi}")
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}), local_queue("lq", "cq")])
-    op = OperatorThread(Credentials.load(sb.kubeconfig), operator_config(), identity="embedded",
-                        jobset_controller="embedded").start()
+    op = operator_thread(sb, identity="embedded", jobset_controller="embedded")
     try:
         wait_for(lambda: op.leading, 20, "the controller to lead")
         apply(sb, [jobset("first", "lq", replicas=2, requests={"cpu": 3}, run_seconds=0.5),
@@ -96,12 +92,12 @@ def test_embedded_jobset_controller_runs_the_admitted_gang(sandbox_factory: Call
         op.stop()
 
 
-def test_write_budget_of_a_short_gang(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_write_budget_of_a_short_gang(cluster_factory: Callable[..., Cluster]) -> None:
     """Admitted at once and finished within the status window: the unsuspend, the Admitted Event,
     the Workload's create and one status write with QuotaReserved, Admitted and Finished."""
     from tests.operator.helpers import operator_config
 
-    sb = sandbox_factory(cluster=False)
+    sb = cluster_factory(cluster=False)
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}, admission_mode="QuotaOnly"),
                local_queue("lq", "cq")])
@@ -122,13 +118,13 @@ def test_write_budget_of_a_short_gang(sandbox_factory: Callable[..., Sandbox]) -
         op.stop()
 
 
-def test_metrics_and_readiness_are_served_when_observability_is_on(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_metrics_and_readiness_are_served_when_observability_is_on(cluster_factory: Callable[..., Cluster]) -> None:
     import urllib.request
 
     from gangq.sandbox.runtime import free_port
     from tests.operator.helpers import operator_config
 
-    sb = sandbox_factory(cluster=False)
+    sb = cluster_factory(cluster=False)
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 8}, admission_mode="QuotaOnly"),
                local_queue("lq", "cq")])

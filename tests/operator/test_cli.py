@@ -47,6 +47,23 @@ def test_run_rejects_unknown_config_keys_and_missing_kubeconfig(tmp_path: Path) 
     assert result.exit_code == 2
 
 
+def test_run_refuses_a_kubeconfig_variable_that_names_no_file(tmp_path: Path) -> None:
+    """$KUBECONFIG set to a missing file is an error, not "no cluster": starting the embedded
+    sandbox would leave the admin believing the controller runs against their cluster."""
+    missing = tmp_path / "gone.yaml"
+    result = CliRunner().invoke(app, ["run"], env={"KUBECONFIG": str(missing), "HOME": str(tmp_path)})
+    assert result.exit_code == 1
+    assert f"$KUBECONFIG={missing}: no such file" in result.output and "--sandbox" in result.output
+    assert "sandbox serving" not in result.output
+
+
+def _listening_on(pid: int, port: int) -> set[str]:
+    import psutil
+
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+
+
 def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None:
     port, metrics_port = free_port(), free_port()
     kubeconfig = tmp_path / "kubeconfig"
@@ -82,6 +99,8 @@ def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
             metrics = resp.read().decode()
         assert 'gangq_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
+        # ... on loopback only: the pending-workloads API names every queued job
+        assert _listening_on(proc.pid, metrics_port) == {"127.0.0.1"}
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gangq.operator.operator import OperatorThread
-from gangq.sandbox.runtime import Sandbox
 from tests.operator.helpers import (
+    Cluster,
     FakeJobSetRunner,
     admitted,
     apply,
@@ -35,8 +35,8 @@ def with_pod_priority_class(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return doc
 
 
-def test_namespaces_filter_ignores_jobsets_elsewhere(sandbox_factory: Callable[..., Sandbox]) -> None:
-    sb = sandbox_factory(cluster=False)
+def test_namespaces_filter_ignores_jobsets_elsewhere(cluster_factory: Callable[..., Cluster]) -> None:
+    sb = cluster_factory(cluster=False)
     install(sb)
     namespace(sb, "team-a")
     namespace(sb, "team-b")
@@ -75,8 +75,8 @@ def test_namespaces_filter_ignores_jobsets_elsewhere(sandbox_factory: Callable[.
         op.stop()
 
 
-def test_pod_priority_class_admits_newer_higher_priority_first(sandbox_factory: Callable[..., Sandbox]) -> None:
-    sb = sandbox_factory(cluster=False)
+def test_pod_priority_class_admits_newer_higher_priority_first(cluster_factory: Callable[..., Cluster]) -> None:
+    sb = cluster_factory(cluster=False)
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 1}, admission_mode="QuotaOnly"), local_queue("q", "cq")])
     sb.call(sb.store.create, "scheduling.k8s.io", "priorityclasses", {

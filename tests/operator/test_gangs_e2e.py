@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gangq.sandbox.runtime import Sandbox
 from tests.operator.helpers import (
+    Cluster,
     FakeJobSetRunner,
     admitted,
     apply,
@@ -29,9 +29,9 @@ from tests.operator.helpers import (
 
 @contextmanager
 def gang_cluster(
-    sandbox_factory: Callable[..., Sandbox], nodes: str, docs: list[dict[str, Any]], **config: Any
-) -> Iterator[tuple[Sandbox, FakeJobSetRunner]]:
-    sb = sandbox_factory(nodes=nodes)
+    cluster_factory: Callable[..., Cluster], nodes: str, docs: list[dict[str, Any]], **config: Any
+) -> Iterator[tuple[Cluster, FakeJobSetRunner]]:
+    sb = cluster_factory(nodes=nodes)
     install(sb)
     apply(sb, [flavor("default"), *docs])
     op = start_operator(sb, operator_config(**config))
@@ -42,14 +42,14 @@ def gang_cluster(
         op.stop()
 
 
-def running_pods(sb: Sandbox, name: str) -> int:
+def running_pods(sb: Cluster, name: str) -> int:
     pods = sb.call(sb.store.list, "", "pods", "default", label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
     return sum(1 for p in pods["items"] if p["status"].get("phase") == "Running")
 
 
-def test_fragmented_nodes_wait_instead_of_half_running(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_fragmented_nodes_wait_instead_of_half_running(cluster_factory: Callable[..., Cluster]) -> None:
     docs = [cluster_queue("cq", {"cpu": 8}), local_queue("q", "cq")]
-    with gang_cluster(sandbox_factory, "2x{cpu:4,memory:16Gi}", docs) as (sb, runner):
+    with gang_cluster(cluster_factory, "2x{cpu:4,memory:16Gi}", docs) as (sb, runner):
         apply(sb, [jobset("first", "q", replicas=2, requests={"cpu": 3}, run_seconds=1.5)])
         wait_for(lambda: running_pods(sb, "first") == 2, 10, "the first gang to run, one pod per node")
         # quota has 2 cpu left and each node 1: a 2-pod gang of 1 cpu fits the quota and the nodes,
@@ -63,10 +63,10 @@ def test_fragmented_nodes_wait_instead_of_half_running(sandbox_factory: Callable
         assert runner.order == ["default/first", "default/wide"]
 
 
-def test_oversubscribed_two_gangs_run_one_then_the_other(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_oversubscribed_two_gangs_run_one_then_the_other(cluster_factory: Callable[..., Cluster]) -> None:
     # Quota for both, nodes for one: kube-scheduler alone binds half of each gang and both hang.
     docs = [cluster_queue("cq", {"cpu": 64, "nvidia.com/gpu": 16}), local_queue("q", "cq")]
-    with gang_cluster(sandbox_factory, "2x{cpu:16,memory:64Gi,nvidia.com/gpu:4}", docs) as (sb, runner):
+    with gang_cluster(cluster_factory, "2x{cpu:16,memory:64Gi,nvidia.com/gpu:4}", docs) as (sb, runner):
         req = {"cpu": 2, "nvidia.com/gpu": 4}
         apply(sb, [jobset("gang-a", "q", replicas=2, requests=req, run_seconds=1.0),
                    jobset("gang-b", "q", replicas=2, requests=req, run_seconds=1.0)])
@@ -76,7 +76,7 @@ def test_oversubscribed_two_gangs_run_one_then_the_other(sandbox_factory: Callab
         assert runner.unsuspends == {"default/gang-a": 1, "default/gang-b": 1}
 
 
-def test_preemption_within_queue_and_reclaim_within_cohort(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_preemption_within_queue_and_reclaim_within_cohort(cluster_factory: Callable[..., Cluster]) -> None:
     pre = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
     docs = [
         cluster_queue("a", {"cpu": 4}, cohort="pool", preemption=pre, borrowing_limit={"cpu": 4}),
@@ -85,7 +85,7 @@ def test_preemption_within_queue_and_reclaim_within_cohort(sandbox_factory: Call
         {"apiVersion": "gangq.io/v1alpha1", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
          "value": 100},
     ]
-    with gang_cluster(sandbox_factory, "2x{cpu:4,memory:16Gi}", docs) as (sb, runner):
+    with gang_cluster(cluster_factory, "2x{cpu:4,memory:16Gi}", docs) as (sb, runner):
         # b borrows a's idle quota with a low-priority gang; then a wants its quota back
         apply(sb, [jobset("borrower", "qb", replicas=2, requests={"cpu": 3}, run_seconds=2.0)])
         wait_for(lambda: running_pods(sb, "borrower") == 2, 10, "the borrower to run")
@@ -116,10 +116,10 @@ def test_preemption_within_queue_and_reclaim_within_cohort(sandbox_factory: Call
         assert {e["involvedObject"]["name"] for e in events} >= {"borrower", "low"}
 
 
-def test_pods_ready_timeout_evicts_and_requeues_after_backoff(sandbox_factory: Callable[..., Sandbox]) -> None:
+def test_pods_ready_timeout_evicts_and_requeues_after_backoff(cluster_factory: Callable[..., Cluster]) -> None:
     docs = [cluster_queue("cq", {"cpu": 8}), local_queue("q", "cq")]
     pods_ready = {"enable": True, "timeoutSeconds": 1.0, "backoffBaseSeconds": 1.0, "backoffMaxSeconds": 2.0}
-    with gang_cluster(sandbox_factory, "2x{cpu:4,memory:16Gi}", docs, podsReady=pods_ready) as (sb, runner):
+    with gang_cluster(cluster_factory, "2x{cpu:4,memory:16Gi}", docs, podsReady=pods_ready) as (sb, runner):
         # its pods take 30 s to start: never ready within 1 s
         apply(sb, [jobset("slow", "q", replicas=2, requests={"cpu": 1}, start_delay=30)])
         status = wait_for(lambda: (s := workload_status(sb, "slow")) and (s.get("requeueState") or {}).get(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gangq.sandbox.runtime import Sandbox
 from tests.operator.helpers import (
+    Cluster,
     FakeJobSetRunner,
     admitted,
     apply,
@@ -15,20 +15,22 @@ from tests.operator.helpers import (
     get,
     install,
     jobset,
+    lease_namespace,
     local_queue,
+    operator_thread,
     start_operator,
     wait_for,
 )
 
 
-def setup(sb: Sandbox, cpu: int) -> None:
+def setup(sb: Cluster, cpu: int) -> None:
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": cpu}, admission_mode="QuotaOnly"),
                local_queue("q", "cq")])
 
 
-def test_restart_in_the_middle_of_a_burst(sandbox_factory: Callable[..., Sandbox]) -> None:
-    sb = sandbox_factory(cluster=False)
+def test_restart_in_the_middle_of_a_burst(cluster_factory: Callable[..., Cluster]) -> None:
+    sb = cluster_factory(cluster=False)
     setup(sb, 4)
     names = [f"burst-{i:02d}" for i in range(24)]
     with FakeJobSetRunner(sb, pods=False) as runner:
@@ -57,27 +59,23 @@ def test_restart_in_the_middle_of_a_burst(sandbox_factory: Callable[..., Sandbox
             op2.stop()
 
 
-def test_two_replicas_one_leader(sandbox_factory: Callable[..., Sandbox]) -> None:
-    sb = sandbox_factory(cluster=False)
+def test_two_replicas_one_leader(cluster_factory: Callable[..., Cluster]) -> None:
+    sb = cluster_factory(cluster=False)
     setup(sb, 8)
     with FakeJobSetRunner(sb, pods=False):
         first = start_operator(sb, identity="replica-a")
-        from gangq.operator.kube import Credentials
-        from gangq.operator.operator import OperatorThread
-        from tests.operator.helpers import operator_config
-
-        second = OperatorThread(Credentials.load(sb.kubeconfig), operator_config(), identity="replica-b").start()
+        second = operator_thread(sb, identity="replica-b")
         try:
             apply(sb, [jobset("one", "q", run_seconds=0.3)])
             wait_for(lambda: finished(sb, "one"), 10, "the leader to admit")
             assert first.leading and not second.leading and second.controller is None
-            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", "default", "gangq-controller")
+            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", lease_namespace(sb), "gangq-controller")
             assert lease["spec"]["holderIdentity"] == "replica-a"
             first.kill()  # the standby takes over once the lease expires (2 s)
             wait_for(lambda: second.leading, 10, "the standby to lead")
             apply(sb, [jobset("two", "q", run_seconds=0.3)])
             wait_for(lambda: finished(sb, "two"), 10, "the new leader to admit")
-            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", "default", "gangq-controller")
+            lease = sb.call(sb.store.get, "coordination.k8s.io", "leases", lease_namespace(sb), "gangq-controller")
             assert lease["spec"]["holderIdentity"] == "replica-b"
             assert lease["spec"]["leaseTransitions"] == 1
         finally:
@@ -86,11 +84,11 @@ def test_two_replicas_one_leader(sandbox_factory: Callable[..., Sandbox]) -> Non
 
 
 def test_a_restart_keeps_each_admitted_gang_in_the_flavor_it_was_given(
-    sandbox_factory: Callable[..., Sandbox],
+    cluster_factory: Callable[..., Cluster],
 ) -> None:
     """Re-choosing flavors after a restart would charge "second" to flavor a (free again by
     then) although it was admitted to, and runs on, flavor b."""
-    sb = sandbox_factory(cluster=False)
+    sb = cluster_factory(cluster=False)
     install(sb)
     cq = cluster_queue("cq", {"cpu": 2}, admission_mode="QuotaOnly")
     cq["spec"]["resourceGroups"][0]["flavors"] = [

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from gangq.operator.operator import OperatorThread
-from gangq.sandbox.runtime import Sandbox
 from tests.operator.helpers import (
+    Cluster,
     FakeJobSetRunner,
     admitted,
     apply,
@@ -28,8 +28,8 @@ from tests.operator.helpers import (
 
 
 @contextmanager
-def quota_cluster(sandbox_factory: Callable[..., Sandbox]) -> Iterator[tuple[Sandbox, FakeJobSetRunner]]:
-    sb = sandbox_factory(cluster=False)
+def quota_cluster(cluster_factory: Callable[..., Cluster]) -> Iterator[tuple[Cluster, FakeJobSetRunner]]:
+    sb = cluster_factory(cluster=False)
     install(sb)
     apply(sb, [flavor("default")])
     op: OperatorThread = start_operator(sb)
@@ -40,12 +40,12 @@ def quota_cluster(sandbox_factory: Callable[..., Sandbox]) -> Iterator[tuple[San
         op.stop()
 
 
-def pending_reason(sb: Sandbox, name: str, ns: str = "default") -> str | None:
+def pending_reason(sb: Cluster, name: str, ns: str = "default") -> str | None:
     return workload_status(sb, name, ns).get("reason")
 
 
-def test_quota_and_cohort_borrowing(sandbox_factory: Callable[..., Sandbox]) -> None:
-    with quota_cluster(sandbox_factory) as (sb, runner):
+def test_quota_and_cohort_borrowing(cluster_factory: Callable[..., Cluster]) -> None:
+    with quota_cluster(cluster_factory) as (sb, runner):
         apply(sb, [
             cluster_queue("a", {"cpu": 4}, cohort="pool", admission_mode="QuotaOnly"),
             cluster_queue("b", {"cpu": 4}, cohort="pool", admission_mode="QuotaOnly"),
@@ -75,8 +75,8 @@ def test_quota_and_cohort_borrowing(sandbox_factory: Callable[..., Sandbox]) -> 
         assert runner.unsuspends == {f"default/{n}": 1 for n in ("a1", "a2", "a3", "s1", "s2")}
 
 
-def test_priority_order(sandbox_factory: Callable[..., Sandbox]) -> None:
-    with quota_cluster(sandbox_factory) as (sb, runner):
+def test_priority_order(cluster_factory: Callable[..., Cluster]) -> None:
+    with quota_cluster(cluster_factory) as (sb, runner):
         apply(sb, [
             cluster_queue("cq", {"cpu": 1}, admission_mode="QuotaOnly"), local_queue("q", "cq"),
             {"apiVersion": "gangq.io/v1alpha1", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
@@ -95,8 +95,8 @@ def test_priority_order(sandbox_factory: Callable[..., Sandbox]) -> None:
         assert wl is not None and wl["spec"]["priority"] == 1000 and wl["spec"]["priorityClassName"] == "high"
 
 
-def test_strict_fifo_blocks_best_effort_lets_small_pass(sandbox_factory: Callable[..., Sandbox]) -> None:
-    with quota_cluster(sandbox_factory) as (sb, runner):
+def test_strict_fifo_blocks_best_effort_lets_small_pass(cluster_factory: Callable[..., Cluster]) -> None:
+    with quota_cluster(cluster_factory) as (sb, runner):
         apply(sb, [
             cluster_queue("strict", {"cpu": 4}, strategy="StrictFIFO", admission_mode="QuotaOnly"),
             cluster_queue("besteffort", {"cpu": 4}, strategy="BestEffortFIFO", admission_mode="QuotaOnly"),
@@ -120,8 +120,8 @@ def test_strict_fifo_blocks_best_effort_lets_small_pass(sandbox_factory: Callabl
         assert order.index("default/b-small") < order.index("default/b-big")
 
 
-def test_namespace_isolation_and_bad_input(sandbox_factory: Callable[..., Sandbox]) -> None:
-    with quota_cluster(sandbox_factory) as (sb, _runner):
+def test_namespace_isolation_and_bad_input(cluster_factory: Callable[..., Cluster]) -> None:
+    with quota_cluster(cluster_factory) as (sb, _runner):
         namespace(sb, "team-a", {"team": "a"})
         namespace(sb, "team-b", {"team": "b"})
         apply(sb, [

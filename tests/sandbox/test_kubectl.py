@@ -1,4 +1,5 @@
-"""The real kubectl (/usr/bin/kubectl, --validate=false) against the sandbox."""
+"""The real kubectl (/usr/bin/kubectl) against each control plane: the sandbox must answer it as the
+real API server does (``--validate=false`` where a test does not exercise validation)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from gangq.sandbox.runtime import Sandbox
+from tests.clusters import Cluster, RealCluster
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
@@ -68,26 +71,35 @@ spec:
 """
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[Sandbox]:
-    with Sandbox(nodes="2x{cpu:8,memory:16Gi}") as s:
+NODES = "2x{cpu:8,memory:16Gi}"
+
+
+@pytest.fixture(scope="module", params=["emulated", "real"])
+def sb(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if request.param == "real":
+        real: RealCluster = request.getfixturevalue("real_cluster")
+        real.reset(NODES)
+        yield real
+        real.cp.replace_nodes(DEFAULT_NODE_SPEC)
+        return
+    with Sandbox(nodes=NODES) as s:
         yield s
 
 
-def kubectl(sb: Sandbox, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def kubectl(sb: Cluster, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     r = subprocess.run([KUBECTL, *args], input=stdin, capture_output=True, text=True, timeout=60, env=sb.env())
     if check and r.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}): {r.stdout}\n{r.stderr}")
     return r
 
 
-def apply(sb: Sandbox, text: str, tmp: Path, *extra: str) -> str:
+def apply(sb: Cluster, text: str, tmp: Path, *extra: str) -> str:
     f = tmp / "obj.yaml"
     f.write_text(text)
     return kubectl(sb, "apply", "--validate=false", *extra, "-f", str(f)).stdout
 
 
-def test_discovery_lists_builtins_and_crds_as_they_come_and_go(sb: Sandbox, tmp_path: Path) -> None:
+def test_discovery_lists_builtins_and_crds_as_they_come_and_go(sb: Cluster, tmp_path: Path) -> None:
     out = kubectl(sb, "api-resources").stdout
     assert "pods" in out and "customresourcedefinitions" in out and "leases" in out
     apply(sb, CRD, tmp_path)
@@ -95,7 +107,7 @@ def test_discovery_lists_builtins_and_crds_as_they_come_and_go(sb: Sandbox, tmp_
     assert "widgets" in out and "wd" in out and "Widget" in out
 
 
-def test_apply_custom_resource_create_then_update_and_printer_columns(sb: Sandbox, tmp_path: Path) -> None:
+def test_apply_custom_resource_create_then_update_and_printer_columns(sb: Cluster, tmp_path: Path) -> None:
     apply(sb, CRD, tmp_path)
     assert "widget.example.com/w1 created" in apply(sb, WIDGET.format(size=3), tmp_path)
     assert "configured" in apply(sb, WIDGET.format(size=5), tmp_path)
@@ -113,7 +125,7 @@ def test_apply_custom_resource_create_then_update_and_printer_columns(sb: Sandbo
     assert r.returncode != 0 and 'widgets.example.com "w1" not found' in r.stderr
 
 
-def test_apply_builtin_create_update_and_server_side(sb: Sandbox, tmp_path: Path) -> None:
+def test_apply_builtin_create_update_and_server_side(sb: Cluster, tmp_path: Path) -> None:
     assert "configmap/cm1 created" in apply(sb, CONFIGMAP.format(x=1), tmp_path)
     assert "configmap/cm1 configured" in apply(sb, CONFIGMAP.format(x=2), tmp_path)
     assert kubectl(sb, "get", "cm", "cm1", "-o", "jsonpath={.data.x}").stdout == "2"
@@ -123,7 +135,7 @@ def test_apply_builtin_create_update_and_server_side(sb: Sandbox, tmp_path: Path
     assert "No resources found" in kubectl(sb, "get", "cm", "-l", "app=demo").stderr
 
 
-def test_wait_for_job_complete_then_describe_shows_events(sb: Sandbox, tmp_path: Path) -> None:
+def test_wait_for_job_complete_then_describe_shows_events(sb: Cluster, tmp_path: Path) -> None:
     apply(sb, JOB, tmp_path)
     out = kubectl(sb, "wait", "--for=condition=complete", "job/done", "--timeout=30s").stdout
     assert "job.batch/done condition met" in out
@@ -139,7 +151,7 @@ def test_wait_for_job_complete_then_describe_shows_events(sb: Sandbox, tmp_path:
     kubectl(sb, "delete", "job", "done")
 
 
-def test_default_validation_is_server_side_and_strict_for_custom_resources(sb: Sandbox, tmp_path: Path) -> None:
+def test_default_validation_is_server_side_and_strict_for_custom_resources(sb: Cluster, tmp_path: Path) -> None:
     f = tmp_path / "obj.yaml"
     f.write_text(CRD)
     kubectl(sb, "apply", "-f", str(f))  # no --validate=false: kubectl reads /openapi/v3, validates server-side
