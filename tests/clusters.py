@@ -221,3 +221,47 @@ class RealCluster:
 
 
 Cluster = Sandbox | RealCluster
+
+
+class ControllerFaults:
+    """Faults on the controller's requests, the same rules on either control plane: the sandbox's
+    own fault injection, or a fault proxy (``gangq.controlplane.faultproxy``) in front of the real
+    kube-apiserver. ``kubeconfig`` is what the controller must run under for the faults to reach it."""
+
+    def __init__(self, cluster: Cluster, workdir: Path) -> None:
+        self.cluster = cluster
+        self.proxy = None
+        if isinstance(cluster, RealCluster):
+            from gangq.controlplane.faultproxy import FaultProxy
+
+            cp = cluster.cp
+            self.proxy = FaultProxy(cp.url, cp.pki.ca_cert).start()
+            self.kubeconfig = self.proxy.kubeconfig(workdir / "faulty-controller.kubeconfig",
+                                                    cp.pki.identities["controller"].token)
+        else:
+            self.kubeconfig = cluster.kubeconfig
+
+    def add_rule(self, verb: str, resource: str, **kwargs: Any) -> None:
+        if self.proxy is not None:
+            self.proxy.call(self.proxy.faults.add_rule, verb=verb, resource=resource, **kwargs)
+        else:
+            assert isinstance(self.cluster, Sandbox)
+            self.cluster.call(self.cluster.faults.add_rule, verb=verb, resource=resource, **kwargs)
+
+    def clear(self) -> None:
+        if self.proxy is not None:
+            self.proxy.call(self.proxy.faults.clear)
+        else:
+            assert isinstance(self.cluster, Sandbox)
+            self.cluster.call(self.cluster.faults.clear)
+
+    def requests(self, verb: str, resource: str, code: int) -> int:
+        """How many such requests the controller sent (answered ``code``)."""
+        faults = self.proxy.faults if self.proxy is not None else self.cluster.faults  # type: ignore[union-attr]
+        counts = (self.proxy.call if self.proxy is not None else self.cluster.call)(faults.requests)
+        return sum(r["count"] for r in counts["requests"]
+                   if (r["verb"], r["resource"], r["code"]) == (verb, resource, code))
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()

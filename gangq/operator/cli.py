@@ -24,7 +24,7 @@ from gangq.gc_tuning import tune_gc
 from gangq.operator.config import OperatorConfig, load_config
 from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
 from gangq.operator.kube import Credentials, KubeClient
-from gangq.operator.operator import run_operator
+from gangq.operator.operator import ControllerCrashed, run_operator
 
 if TYPE_CHECKING:
     from gangq.controlplane.launcher import ControlPlane
@@ -183,7 +183,7 @@ def run(
                                  announce=lambda line: console.print(line, highlight=False))
         asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, kubeconfig_out, jobset_controller, console,
                           real))
-    except (OSError, ControlPlaneError) as err:
+    except (OSError, ControlPlaneError, ControllerCrashed) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
     except KeyboardInterrupt:

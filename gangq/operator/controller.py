@@ -84,8 +84,8 @@ class Controller:
             await self.recover()
         await self.loop.run()
 
-    async def stop(self) -> None:
-        """Stop the loop and wait for the writes in flight."""
+    async def stop(self, timeout: float = STOP_WAIT_SECONDS) -> None:
+        """Stop the loop and wait (at most ``timeout`` seconds) for the writes in flight."""
         telemetry = self.state.telemetry
         if telemetry is not None:
             from gangq.observability.metrics import controller_summary
@@ -94,5 +94,5 @@ class Controller:
         else:
             log.info("controller stopping")
         self.stopping.set()
-        await self.writer.drain(STOP_WAIT_SECONDS)
+        await self.writer.drain(timeout)
 

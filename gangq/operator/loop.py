@@ -117,11 +117,10 @@ class SchedulingLoop:
                         self.kinds.apply(plural, event_type, obj, now)
                     except Exception:  # bad input never stops the loop
                         log.exception("cannot apply %s %s %s", event_type, plural, object_key(obj))
-                try:
-                    decisions = state.schedule(now)
-                except Exception:
-                    log.exception("scheduling cycle failed")
-                    decisions = []
+                # Crash-only: an exception inside a cycle leaves the engine half-changed, and going on
+                # would admit or evict from a state nobody can vouch for. It ends the loop, and
+                # run_operator exits; a restart's recovery rebuilds the state exactly from the API.
+                decisions = state.schedule(now)
                 self.gangs.handle(decisions, now)
             if metrics is not None:
                 metrics.loop_cycle_duration_seconds.observe(time.monotonic() - applied)

@@ -11,6 +11,10 @@
    reconciler's handlers (:func:`gangq.operator.jobset.register`);
 4. run the scheduling loop until stopped, the Lease is lost, or kopf exits.
 
+Crash-only: when the scheduling loop fails, the controller shuts down (releasing the Lease, so a
+standby takes over at once) and :func:`run_operator` raises :class:`ControllerCrashed`; ``gangq
+run`` exits non-zero and its Deployment restarts it, and recovery rebuilds the state from the API.
+
 :class:`OperatorThread` runs the same in a background thread (tests, benchmarks, embedding).
 """
 
@@ -20,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -37,6 +42,17 @@ from gangq.operator.translate import WATCHED
 log = logging.getLogger(__name__)
 
 JobSetController = Literal["embedded", "external"]
+
+
+# From the stop signal to the end: the writes in flight, kopf, then the Lease. Within 5 s even
+# when the API server is unreachable: a rollout or a node drain waits for the old replica, and
+# one that hangs in its retries holds the Lease past the pod's grace period.
+SHUTDOWN_SECONDS = 4.0
+DRAIN_SECONDS = 2.0
+
+
+class ControllerCrashed(RuntimeError):
+    """The scheduling loop failed; the state it left cannot be trusted (see the module docstring)."""
 
 
 def default_identity() -> str:
@@ -155,6 +171,8 @@ async def run_operator(
     client = KubeClient(credentials, qps=config.api.qps, burst=config.api.burst)
     le = config.leader_election
     elector: LeaseElector | None = None
+    loop = asyncio.get_running_loop()
+    deadline: float | None = None  # of the shutdown, once it began
     try:
         if le.enable:
             elector = LeaseElector(
@@ -196,11 +214,16 @@ async def run_operator(
         async def resync() -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(kopf_ready.wait(), timeout=30)
+            _take_back_signals(stop)
             await asyncio.sleep(3.0)
             await controller.resync_jobsets()
 
         resync_task = asyncio.ensure_future(resync())
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        crash = loop_task.exception() if loop_task.done() and not loop_task.cancelled() else None
+        if crash is not None:
+            log.critical("the scheduling loop failed: shutting down, for a restart to rebuild the state from the API",
+                         exc_info=crash)
         if kopf_task.done() and not stop.is_set():
             exc = kopf_task.exception()
             if exc is not None:
@@ -210,8 +233,9 @@ async def run_operator(
         # Our own tasks end first: kopf treats every task still running at its exit as a hung
         # sub-task of its own and waits 5 s for it.
         stop.set()
+        deadline = loop.time() + SHUTDOWN_SECONDS
         log.debug("stopping the controller")
-        await controller.stop()
+        await controller.stop(DRAIN_SECONDS)
         mine = [resync_task, loop_task, *waiters[1:]]
         if keeper is not None:
             mine.append(keeper)
@@ -221,19 +245,39 @@ async def run_operator(
         await asyncio.gather(*mine, return_exceptions=True)
         log.debug("stopping kopf")
         kopf_stop.set()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(kopf_task, timeout=10)
+        # never raises: kopf's own end is not ours to re-raise
+        await asyncio.wait({kopf_task}, timeout=max(0.1, deadline - loop.time() - 0.5))
+        if not kopf_task.done():
+            kopf_task.cancel()
+            await asyncio.gather(kopf_task, return_exceptions=True)
         if http_runner is not None:
             with contextlib.suppress(Exception):
                 await http_runner.cleanup()
         log.debug("stopped")
+        if crash is not None:
+            raise ControllerCrashed(f"the scheduling loop failed: {crash!r}") from crash
     finally:
         if elector is not None and release_lease():
             log.debug("releasing the lease")
-            await elector.release()
+            left = SHUTDOWN_SECONDS if deadline is None else deadline - loop.time()
+            try:
+                await asyncio.wait_for(elector.release(), timeout=max(0.1, left))
+            except TimeoutError:
+                log.warning("could not release the Lease in time: a standby takes over when it expires")
         log.debug("closing the client")
         await client.close()
         log.debug("closed")
+
+
+def _take_back_signals(stop: asyncio.Event) -> None:
+    """In the main thread kopf takes SIGINT and SIGTERM for its own graceful stop, which waits out
+    its API retries; they stop the controller instead, whose shutdown ends kopf within its budget."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
 
 
 class OperatorThread:

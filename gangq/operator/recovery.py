@@ -1,5 +1,10 @@
 """Becoming leader: rebuild the engine from the API before the watches start.
 
+Recovery works on a complete view or not at all: every list is retried until it succeeds, and
+until then the controller admits, evicts and writes nothing. A recovery that went on without its
+ClusterQueues (a 503 for a few seconds during a rollout) found every admitted JobSet's queue
+missing and suspended them: running training jobs stopped by a blip.
+
 List the queue objects, nodes, pods and JobSets; put admitted JobSets back first with the
 admission recorded on them (nothing is admitted twice, and no write is needed), schedule again the
 ones whose recorded admission cannot be kept (and suspend those that no longer fit), then queue
@@ -8,6 +13,7 @@ the rest in creation order. Workload conditions written before the restart are c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -41,25 +47,15 @@ log = logging.getLogger(__name__)
 async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: Statuses) -> None:
     """Rebuild the engine and the entries from the API (see the module docstring); sets
     ``state.recovered``."""
-    client = state.client
     listed: dict[str, list[dict[str, Any]]] = {}
     for group, version, plural in WATCHED:
-        try:
-            result = await client.list(resource_path(group, version, plural))
-            listed[plural] = result.get("items") or []
-        except ApiError as err:
-            log.warning("recovery: cannot list %s (%s); continuing without them", plural, err)
-            listed[plural] = []
+        listed[plural] = await list_until_listed(state, group, version, plural)
     now = time.time()
     for plural in CONFIG_KINDS:
         for obj in listed[plural]:
             kinds.apply(plural, "ADDED", obj, now)
-    existing_workloads: dict[str, dict[str, Any]] = {}
-    try:
-        wls = await client.list(resource_path(GROUP, VERSION, "workloads"))
-        existing_workloads = {object_key(w): w for w in wls.get("items") or []}
-    except ApiError as err:
-        log.warning("recovery: cannot list workloads (%s)", err)
+    wls = await list_until_listed(state, GROUP, VERSION, "workloads")
+    existing_workloads = {object_key(w): w for w in wls}
 
     def adopt(key: str) -> None:
         entry = state.entries.get(key)
@@ -126,6 +122,24 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
         "mypyc-compiled" if compiled() else "pure Python",
     )
     state.recovered.set()
+
+
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0)  # then every 10 s; each request retries on its own first
+
+
+async def list_until_listed(state: ControllerState, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+    """Every object of ``plural``, retrying the list (with backoff) until the API server answers it."""
+    failures = 0
+    while True:
+        try:
+            result = await state.client.list(resource_path(group, version, plural))
+            return list(result.get("items") or [])
+        except ApiError as err:
+            delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+            failures += 1
+            log.warning("recovery: cannot list %s (%s); nothing is admitted, evicted or written until it "
+                        "can (attempt %d, next in %.0f s)", plural, err, failures, delay)
+            await asyncio.sleep(delay)
 
 
 async def resync_jobsets(state: ControllerState, forget: Callable[[dict[str, Any]], None]) -> None:

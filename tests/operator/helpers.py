@@ -305,13 +305,14 @@ def lease_namespace(sb: Cluster) -> str:
 
 
 def operator_thread(sb: Cluster, config: OperatorConfig | None = None, identity: str = "op-1",
-                    jobset_controller: str = "external") -> OperatorThread:
-    """A controller replica for ``sb``, started, under the controller's credentials."""
+                    jobset_controller: str = "external", kubeconfig: Path | None = None) -> OperatorThread:
+    """A controller replica for ``sb``, started, under the controller's credentials (or those of
+    ``kubeconfig``, e.g. ``ControllerFaults.kubeconfig``)."""
     config = config or operator_config()
     if is_real(sb):
         election = config.leader_election.model_copy(update={"namespace": lease_namespace(sb)})
         config = config.model_copy(update={"leader_election": election})
-    creds = Credentials.load(controller_kubeconfig(sb))
+    creds = Credentials.load(kubeconfig or controller_kubeconfig(sb))
     return OperatorThread(creds, config, identity=identity, jobset_controller=jobset_controller).start()  # type: ignore[arg-type]
 
 

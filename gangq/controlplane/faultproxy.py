@@ -1,0 +1,236 @@
+"""A fault-injecting proxy in front of the real kube-apiserver: the sandbox's faults on a real
+control plane.
+
+A client (the controller under test) talks plain HTTP to the proxy on loopback with its own bearer
+token; the proxy forwards every request to kube-apiserver over TLS, streaming the answer (watches
+included), unless a fault rule says otherwise. The rules, their JSON form and the request counters
+are the sandbox's (:mod:`gangq.sandbox.faults`): the same ``Faults.add_rule(...)`` or ``POST
+/debug/faults`` fails the same requests on both control planes. ``{"dropWatches": true}`` closes
+every watch stream open through the proxy, as a broken connection does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+
+from gangq.sandbox.faults import Faults, FaultsError
+from gangq.sandbox.runtime import free_port
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Hop-by-hop and framing headers are the proxy's own on each side.
+_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
+                  "accept-encoding", "upgrade", "proxy-connection", "te", "trailer"})
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def classify(method: str, path: str, query: dict[str, str]) -> tuple[str, str, str | None]:
+    """(verb, resource, namespace) of an API request, as the sandbox names them: resource is
+    ``plural`` for the core group, ``plural.group`` otherwise, ``/subresource`` appended; a
+    request outside the resource API is ``("get", "other", None)``."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return method.lower() if method != "GET" else "get", "other", None
+    namespace = None
+    watch_prefix = False
+    if rest[:1] == ["watch"]:
+        watch_prefix, rest = True, rest[1:]
+    if len(rest) > 2 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        namespace, rest = rest[1], rest[2:]
+    if not rest:
+        return "get", "discovery", None
+    plural, name = rest[0], rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else None
+    resource = (f"{plural}.{group}" if group else plural) + (f"/{subresource}" if subresource else "")
+    if method == "GET":
+        verb = "watch" if watch_prefix or query.get("watch") in ("1", "true") else ("get" if name else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return verb, resource, namespace
+
+
+class FaultProxy:
+    """The proxy on ``127.0.0.1:port``, on its own event loop in a background thread."""
+
+    def __init__(self, upstream: str, ca_file: Path | None = None, *, port: int = 0,
+                 faults: Faults | None = None) -> None:
+        """``upstream``: the API server's URL (https with ``ca_file``; plain http, e.g. the sandbox's)."""
+        self.upstream = upstream.rstrip("/")
+        self.ca_file = ca_file
+        self.port = port or free_port()
+        self.faults = faults or Faults()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._watches: set[web.Request] = set()
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> FaultProxy:
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            try:
+                loop.run_until_complete(self._serve())
+            except BaseException as err:  # reported to start()
+                self._error = err
+                self._started.set()
+                return
+            self._started.set()
+            loop.run_forever()
+            loop.run_until_complete(self._close())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="gangq-fault-proxy", daemon=True)
+        self._thread.start()
+        self._started.wait(30)
+        if self._error is not None:
+            raise RuntimeError(f"the fault proxy did not start: {self._error}") from self._error
+        return self
+
+    def stop(self) -> None:
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        self.loop = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` on the proxy's loop (e.g. ``proxy.call(proxy.faults.add_rule, ...)``)."""
+        assert self.loop is not None, "the fault proxy is not running"
+
+        async def run() -> T:
+            return fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def drop_watches(self) -> None:
+        """Close every watch stream open through the proxy."""
+        self.call(self._drop_watches)
+
+    # -- serving -------------------------------------------------------------------------------
+    async def _serve(self) -> None:
+        context = ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file is not None else False
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=context, limit=0), auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        )
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/debug/faults", self._debug_faults)
+        app.router.add_route("*", "/debug/requests", self._debug_requests)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def _close(self) -> None:
+        self._drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    def _drop_watches(self) -> None:
+        for request in list(self._watches):
+            if request.transport is not None:
+                request.transport.close()
+        self._watches.clear()
+
+    async def _debug_faults(self, request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            self.faults.clear()
+        elif request.method == "POST":
+            try:
+                config = await request.json()
+                if isinstance(config, dict) and config.pop("dropWatches", False):
+                    self._drop_watches()
+                self.faults.configure(config)
+            except (ValueError, FaultsError, AttributeError) as err:
+                return web.json_response({"kind": "Status", "status": "Failure", "code": 400,
+                                          "message": f"fault configuration: {err}"}, status=400)
+        return web.json_response(self.faults.to_dict())
+
+    async def _debug_requests(self, request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            self.faults.reset_counters()
+        return web.json_response(self.faults.requests())
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        verb, resource, namespace = classify(request.method, request.path, dict(request.query))
+        code = 502
+        try:
+            latency, failing = self.faults.decide(verb, resource, namespace)
+            if latency:
+                await asyncio.sleep(latency)
+            if failing is not None:
+                code = failing.code
+                headers = {}
+                if failing.retry_after is not None:
+                    headers["Retry-After"] = str(int(max(1, round(failing.retry_after))))
+                body = json.dumps(Faults.error_body(failing, verb, resource))
+                return web.Response(status=code, text=body, content_type="application/json", headers=headers)
+            assert self._session is not None
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+            body = await request.read() if request.can_read_body else None
+            async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
+                                             data=body) as upstream:
+                code = upstream.status
+                stream = web.StreamResponse(status=upstream.status, headers={
+                    k: v for k, v in upstream.headers.items() if k.lower() not in _HOP})
+                await stream.prepare(request)
+                if verb == "watch":
+                    self._watches.add(request)
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        await stream.write(chunk)
+                    await stream.write_eof()
+                except (ConnectionResetError, aiohttp.ClientError, asyncio.CancelledError):
+                    pass  # the client or the proxy (dropWatches) closed the stream
+                finally:
+                    self._watches.discard(request)
+                return stream
+        except aiohttp.ClientError as err:
+            log.info("fault proxy: %s %s: upstream failed: %s", request.method, request.path, err)
+            return web.Response(status=502, text=json.dumps({"kind": "Status", "status": "Failure", "code": 502,
+                                                             "message": f"upstream: {err}"}),
+                                content_type="application/json")
+        finally:
+            self.faults.count(verb, resource, code)
+
+    # -- kubeconfigs ---------------------------------------------------------------------------
+    def kubeconfig(self, path: Path, token: str, *, name: str = "gangq-fault-proxy") -> Path:
+        """A kubeconfig for the proxy with ``token`` (the identity the proxy passes on)."""
+        import yaml
+
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": name,
+            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        }))
+        return path

@@ -1,0 +1,114 @@
+"""Recovery on a complete view, end to end on both control planes: a controller that restarts
+while the API server fails some of its lists waits for every list to succeed, and never stops a
+running gang because it could not read its ClusterQueue."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clusters import ControllerFaults
+from tests.operator.helpers import (
+    Cluster,
+    FakeJobSetRunner,
+    admitted,
+    apply,
+    cluster_queue,
+    flavor,
+    get,
+    install,
+    jobset,
+    local_queue,
+    operator_thread,
+    start_operator,
+    wait_for,
+)
+
+
+@pytest.fixture
+def faulty(cluster_factory: Callable[..., Cluster], tmp_path: Path) -> Iterator[tuple[Cluster, ControllerFaults]]:
+    sb = cluster_factory(cluster=False)
+    faults = ControllerFaults(sb, tmp_path)
+    try:
+        yield sb, faults
+    finally:
+        faults.close()
+
+
+@pytest.mark.parametrize("resource", ["clusterqueues.gangq.io", "resourceflavors.gangq.io"])
+def test_a_restart_during_failing_lists_keeps_the_running_gang_running(
+    faulty: tuple[Cluster, ControllerFaults], resource: str
+) -> None:
+    """The list of ClusterQueues (or flavors) answers 503 while the new leader recovers: before,
+    recovery went on without them, found the admitted JobSet's queue missing and suspended it —
+    its pods terminated by a blip. Now it retries until it has every list, then restores."""
+    sb, faults = faulty
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 4}, admission_mode="QuotaOnly"), local_queue("q", "cq")])
+    with FakeJobSetRunner(sb, pods=False) as runner:
+        first = start_operator(sb, identity="first")
+        apply(sb, [jobset("training", "q", requests={"cpu": 4}, run_seconds=120)])
+        wait_for(lambda: admitted(sb, "training"), 15, "the gang to be admitted")
+        first.kill()  # a crash: the Lease stays until it expires
+        faults.add_rule("list", resource, error_rate=1.0, code=503)
+        second = operator_thread(sb, identity="second", kubeconfig=faults.kubeconfig)
+        try:
+            wait_for(lambda: second.controller is not None, 20, "the new replica to be elected")
+            # longer than one request's own retries (6 attempts over about 6 s): recovery itself must wait
+            wait_for(lambda: faults.requests("list", resource, 503) >= 7, 30, "the failing list to be retried")
+            assert not second.leading, "recovered without the failing list"
+            assert admitted(sb, "training")
+            faults.clear()
+            wait_for(lambda: second.leading, 20, "recovery once the list succeeds")
+            assert second.controller is not None
+            view = second.call(lambda: second.controller.engine.workload("default/training"))
+            assert view is not None and view.state == "Admitted"
+            time.sleep(1.0)  # a suspension would be written right after recovery
+            js = get(sb, "JobSet", "training")
+            assert js is not None and js["spec"]["suspend"] is False
+            assert runner.unsuspends == {"default/training": 1}  # never suspended and unsuspended again
+        finally:
+            second.stop()
+
+
+def test_a_failing_scheduling_cycle_crashes_the_leader_and_the_standby_takes_over(
+    cluster_factory: Callable[..., Cluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Crash-only: an exception inside a cycle ends the leader (it does not go on with a
+    half-changed engine); it gives its Lease up, the standby recovers from the API, keeps the
+    running gang as it was, and admits the next one."""
+    from gangq.operator.operator import ControllerCrashed
+    from gangq.operator.state import ControllerState
+
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 4}, admission_mode="QuotaOnly"), local_queue("q", "cq")])
+    schedule = ControllerState.schedule
+    fail_once: list[str] = []
+
+    def failing(self: ControllerState, now: float) -> object:
+        if fail_once:
+            fail_once.pop()
+            raise RuntimeError("a bug in the engine")
+        return schedule(self, now)
+
+    monkeypatch.setattr(ControllerState, "schedule", failing)
+    with FakeJobSetRunner(sb, pods=False) as runner:
+        first = start_operator(sb, identity="first")
+        second = operator_thread(sb, identity="second")
+        try:
+            apply(sb, [jobset("running", "q", requests={"cpu": 2}, run_seconds=120)])
+            wait_for(lambda: admitted(sb, "running"), 15, "the first gang to be admitted")
+            fail_once.append("next cycle")
+            apply(sb, [jobset("next", "q", requests={"cpu": 2}, run_seconds=120)])  # wakes a cycle
+            wait_for(lambda: first.error is not None, 15, "the leader to crash")
+            assert isinstance(first.error, ControllerCrashed)
+            wait_for(lambda: second.leading, 10, "the standby to take over at once (the Lease was released)")
+            wait_for(lambda: admitted(sb, "next"), 15, "the new leader to admit the next gang")
+            assert runner.unsuspends == {"default/running": 1, "default/next": 1}
+        finally:
+            second.stop()
+            first.stop()
