@@ -423,6 +423,15 @@ Plane = EmulatedPlane | RealPlane
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 
+def writes_in_flight(metrics_port: int) -> float:
+    """The controller's ``gangq_api_writes_in_flight``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+        for family in text_string_to_metric_families(r.read().decode()):
+            if family.name == "gangq_api_writes_in_flight":
+                return float(family.samples[0].value)
+    return 0.0
+
+
 def _installed_core_compiled() -> bool:
     """Whether the controller ran the mypyc-compiled engine (see setup.py)."""
     out = subprocess.run(
@@ -488,10 +497,13 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
         # (it waits for its writes in flight) and only then count: every write it sends is counted
         delay = float((config.get("status") or {}).get("workloadDelaySeconds", 2.0))
         time.sleep(delay + 1.0)
-        settle_deadline, last, still = time.monotonic() + 120, -1, 0
-        while still < 3 and time.monotonic() < settle_deadline:  # until no write for 3 s
+        # until the controller has no write in flight (its Events wait behind admissions on a slow
+        # API server) and no write reached the API server for 3 s
+        settle_deadline, last, still = time.monotonic() + 300, -1, 0
+        while still < 3 and time.monotonic() < settle_deadline:
             total = sum(plane.writes(runner.writes).values())
-            still = still + 1 if total == last else 0
+            idle = writes_in_flight(config["metricsPort"]) == 0
+            still = still + 1 if total == last and idle else 0
             last = total
             time.sleep(1.0)
         cpu_s, rss_mb = proc_stats(controller.pid)

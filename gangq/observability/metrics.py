@@ -309,6 +309,12 @@ class GangqMetrics:
             ["verb", "resource"],
             registry=r,
         )
+        self.writes_in_flight = Gauge(
+            "gangq_api_writes_in_flight",
+            "The controller's API writes started and not yet answered (admissions, evictions, status, "
+            "Events): a backlog that grows while the API server is slower than the decisions",
+            registry=r,
+        )
         self.leader = Gauge(
             "gangq_leader",
             "1 while this replica holds the leader lease and runs the scheduler, else 0",

@@ -318,7 +318,12 @@ class Gangs:
                 entry.cluster_queue = d.cluster_queue
                 entry.condition("QuotaReserved", False, d.reason, d.message, now)
                 if reason_changed or not entry.created:
-                    self.statuses.mark(entry, now, urgent=d.reason not in ORDINARY_PENDING)
+                    # A new reason reaches a Workload already written within workloadDelaySeconds: a
+                    # gang left showing "ClusterQueueInactive" for a minute after the admin fixed the
+                    # queue sends its owner looking for a problem that is gone. Only the first write
+                    # of plain queueing waits (pendingDelaySeconds), and message-only changes ride along.
+                    urgent = d.reason not in ORDINARY_PENDING or (reason_changed and entry.created)
+                    self.statuses.mark(entry, now, urgent=urgent)
 
     def mark_admitted(self, entry: Entry, d: Admission, now: float) -> None:
         entry.state = "Admitted"

@@ -104,11 +104,16 @@ class Writer:
         self.tasks.add(task)
         if chain_key:
             self._chains[chain_key] = task
+        metrics = self.state.metrics
+        if metrics is not None:
+            metrics.writes_in_flight.set(len(self.tasks))
 
         def done(t: asyncio.Task[None]) -> None:
             self.tasks.discard(t)
             if chain_key and self._chains.get(chain_key) is t:
                 del self._chains[chain_key]
+            if metrics is not None:
+                metrics.writes_in_flight.set(len(self.tasks))
 
         task.add_done_callback(done)
 

@@ -65,3 +65,31 @@ def test_a_queued_jobset_has_its_workload_within_seconds_by_default(cluster_fact
             assert condition(status, "QuotaReserved")["status"] == "False"
     finally:
         op.stop()
+
+
+def test_a_changed_reason_reaches_the_workload_promptly(cluster_factory: Callable[..., Cluster]) -> None:
+    """Two gangs wait on a ClusterQueue whose flavor is missing; the admin creates it: one is
+    admitted, and the other's Workload stops saying ClusterQueueInactive within
+    workloadDelaySeconds, not after pendingMinIntervalSeconds (a minute here, as by default)."""
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    apply(sb, [cluster_queue("cq", {"cpu": 2}, flavor="later", admission_mode="QuotaOnly"), local_queue("lq", "cq")])
+    config = operator_config(status={"workloadDelaySeconds": 0.5, "pendingDelaySeconds": 0.1,
+                                     "pendingMinIntervalSeconds": 60})
+    op = start_operator(sb, config)
+    try:
+        with FakeJobSetRunner(sb, pods=False):
+            apply(sb, [jobset("one", "lq", requests={"cpu": 2}, run_seconds=60),
+                       jobset("two", "lq", requests={"cpu": 2}, run_seconds=60)])
+            for name in ("one", "two"):
+                wait_for(lambda n=name: workload_status(sb, n).get("reason") == "ClusterQueueInactive", 10,
+                         f"{name}'s Workload to say why it waits")
+            apply(sb, [{"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "later"},
+                        "spec": {"nodeLabels": {}}}])
+            wait_for(lambda: admitted(sb, "one") or admitted(sb, "two"), 10, "one gang to be admitted")
+            waiting = "two" if admitted(sb, "one") else "one"
+            status = wait_for(lambda: (s := workload_status(sb, waiting)).get("reason") != "ClusterQueueInactive"
+                              and s, 5, "the waiting gang's new reason")
+            assert status["reason"] == "InsufficientQuota", status
+    finally:
+        op.stop()
