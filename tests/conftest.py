@@ -68,6 +68,18 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def required_tool(name: str) -> str:
+    """The path of a tool of Debian's ``prometheus`` package, or the tier's skip (failure under
+    REQUIRE_ENV, which asks for the whole real tier)."""
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        _unavailable(f"{name} is not installed (Debian: apt-get install prometheus)")
+    assert path is not None
+    return path
+
+
 def start_control_plane(workdir: Path, *, audit: bool = False) -> ControlPlane:
     """A real control plane in ``workdir``, or the tier's skip (failure under REQUIRE_ENV)."""
     from gangq.controlplane.build import bin_dir, go_binary, missing

@@ -311,9 +311,14 @@ class Engine:
         Its pods run with those flavors' node labels, so it is charged exactly there (choosing
         again could pick another flavor and charge quota the pods do not use). ``flavors`` has one
         mapping (resource → flavor) per pod set, in order; report the gang's pods after it.
-        Returns the admission, or None and why it cannot be restored (unknown or inactive
-        ClusterQueue, a flavor the queue does not have, or more than the queue may take now); the
-        shell then suspends the gang and queues it.
+
+        A gang that takes more than its queue may take now (the quota shrank while the controller
+        was down) is restored all the same, charged over quota: its pods run and use those
+        resources, and suspending a training job because an admin lowered a quota is what Kueue
+        does not do either; ``why`` then says by how much, for the shell to report. Returns the
+        admission and ``why``, or None and why it cannot be restored (unknown or inactive
+        ClusterQueue, a flavor the queue does not have); the shell then suspends the gang and
+        queues it.
         """
         spec.validate()
         existing = self.s.workloads.get(spec.key)
@@ -339,12 +344,12 @@ class Engine:
                         f"flavor {flavor!r}"
                     )
                 usage[fr] = usage.get(fr, 0) + amount * ps.count
-        for fr, need in usage.items():
-            if need > self.s.quota.available(cq.node, fr):
-                return None, (
-                    f"needs {format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]}; ClusterQueue "
-                    f"{cluster_queue!r} has {format_amount(fr[1], self.s.quota.available(cq.node, fr))} available"
-                )
+        over = [
+            f"{format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]} where ClusterQueue {cluster_queue!r} has "
+            f"{format_amount(fr[1], self.s.quota.available(cq.node, fr))} available"
+            for fr, need in usage.items()
+            if need > self.s.quota.available(cq.node, fr)
+        ]
         if existing is not None:
             self.routing.unqueue(existing)
             self.s.workloads.pop(spec.key, None)
@@ -381,7 +386,7 @@ class Engine:
         self.s.version += 1
         if self.s.config.pods_ready_timeout is not None:
             self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
-        return admission, ""
+        return admission, ("over quota: " + "; ".join(over)) if over else ""
 
     def reactivate(self, key: str, now: float) -> None:
         """Put a deactivated workload back in its queue (an admin's explicit decision)."""

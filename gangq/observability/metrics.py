@@ -143,6 +143,13 @@ class GangqMetrics:
             [*LQ, "priority_class"],
             registry=r,
         )
+        self.restored_over_quota_total = Counter(
+            "gangq_restored_over_quota_workloads",
+            "Admitted gangs a restart kept running although they take more than their ClusterQueue's "
+            "quota now (it shrank meanwhile), per ClusterQueue",
+            CQ,
+            registry=r,
+        )
         self.finished_workloads_total = Counter(
             "gangq_finished_workloads",
             "Admitted workloads that finished or were deleted, per ClusterQueue",

@@ -31,6 +31,10 @@ from gangq.operator.writer import Writer
 
 log = logging.getLogger(__name__)
 
+OVER_QUOTA = "OverQuota"
+"""Workload condition of an admitted gang a restart kept running over a quota that shrank."""
+OVER_QUOTA_REASON = "RestoredOverQuota"
+
 FINISHED_REMEMBERED: Final = 200_000
 """Uids of finished JobSets kept (oldest dropped first): a late event of a finished and forgotten
 JobSet must not queue it again."""
@@ -118,6 +122,16 @@ class Gangs:
             log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
             return False
         self.mark_admitted(entry, admission, now)
+        if why:  # kept running over a quota that shrank: said on the Workload, the JobSet and /metrics
+            message = (f"kept running after a restart, {why}; ClusterQueue {admission.cluster_queue} admits "
+                       "nothing more of it until its usage is within its quota")
+            log.warning("recovery: JobSet %s %s", entry.key, message)
+            entry.condition(OVER_QUOTA, True, OVER_QUOTA_REASON, message, now)
+            self.writer.post_event(entry, "Warning", OVER_QUOTA_REASON, message)
+            metrics = self.state.metrics
+            if metrics is not None:
+                metrics.restored_over_quota_total.labels(admission.cluster_queue).inc()
+            self.statuses.mark(entry, now, urgent=True)
         return True
 
     # ------------------------------------------------------------------------------------------

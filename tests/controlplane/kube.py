@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,28 @@ def gangq_command() -> list[str]:
     """The ``gangq`` command of this environment."""
     exe = shutil.which("gangq", path=str(Path(sys.executable).parent))
     return [exe] if exe else [sys.executable, "-c", "from gangq.cli import app; app()"]
+
+
+@contextlib.contextmanager
+def gangq_run(kubeconfig: Path, config: dict[str, Any], workdir: Path, ready: Callable[[], Any],
+              what: str, *extra: str) -> Iterator[Path]:
+    """``gangq run --kubeconfig KUBECONFIG --config CONFIG`` in a process of its own until the
+    block ends (then SIGTERM); waits for ``ready()`` first. Yields its log file."""
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    log = workdir / "gangq.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*gangq_command(), "run", "--kubeconfig", str(kubeconfig), "--config",
+                                 str(workdir / "config.yaml"), *extra], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: proc.poll() is not None or ready(), 60, what)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:

@@ -4,7 +4,6 @@ controller their pods, the real kube-scheduler binds them to kwok's nodes, and J
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -12,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from tests.controlplane.install import install
-from tests.controlplane.kube import gangq_command, get, kubectl, namespace, wait_for
+from tests.controlplane.kube import gangq_run, get, kubectl, namespace, wait_for
 
 GPU = "nvidia.com/gpu"
 CONFIG = {
@@ -33,26 +31,10 @@ CONFIG = {
 @pytest.fixture(scope="module")
 def controller(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     install(control_plane)
-    work = tmp_path_factory.mktemp("gangq-run")
-    config = work / "config.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
-    log = work / "gangq.log"
-    kubeconfig = control_plane.kubeconfig("controller")
-    with log.open("w") as out:
-        proc = subprocess.Popen([*gangq_command(), "run", "--kubeconfig", str(kubeconfig), "--config", str(config)],
-                                stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: proc.poll() is not None or get(
-            control_plane, f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"),
-            60, "the controller to take its lease")
-        assert proc.poll() is None, log.read_text()[-3000:]
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
+    with gangq_run(control_plane.kubeconfig("controller"), CONFIG, tmp_path_factory.mktemp("gangq-run"),
+                   lambda: get(control_plane, lease), "the controller to take its lease") as log:
         yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _jobset(name: str, queue: str, *, pods: int, gpus: int, run_seconds: float) -> dict[str, Any]:

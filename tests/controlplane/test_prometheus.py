@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -27,7 +25,8 @@ from gangq.observability.preview import DASHBOARD, substitute
 from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from gangq.sandbox.runtime import free_port
 from tests.clusters import RealCluster
-from tests.controlplane.kube import gangq_command, get, kubectl, wait_for
+from tests.conftest import required_tool
+from tests.controlplane.kube import gangq_run, get, kubectl, wait_for
 
 GPU = "nvidia.com/gpu"
 REJECT_LABEL = "test.gangq.io/refuse-admission"
@@ -35,12 +34,7 @@ REJECT_LABEL = "test.gangq.io/refuse-admission"
 
 @pytest.fixture
 def prometheus() -> str:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("GANGQ_REQUIRE_REAL_CLUSTER") == "1":
-            pytest.fail("prometheus is not installed (Debian: apt-get install prometheus)")
-        pytest.skip("prometheus is not installed (Debian: apt-get install prometheus)")
-    return binary
+    return required_tool("prometheus")
 
 
 def _config(metrics_port: int) -> dict[str, Any]:
@@ -111,26 +105,15 @@ def _jobset(name: str, queue: str, *, pods: int, gpus: int, run_seconds: float, 
 
 
 @pytest.fixture
-def gangq_run(real_cluster: RealCluster, tmp_path: Path) -> Iterator[int]:
+def controller_port(real_cluster: RealCluster, tmp_path: Path) -> Iterator[int]:
     """``gangq run`` as the install's ServiceAccount; yields its metrics port."""
     real_cluster.reset(DEFAULT_NODE_SPEC)  # 4 nodes of 8 GPUs
     port = free_port()
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(_config(port)))
-    log = tmp_path / "gangq.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([*gangq_command(), "run", "--kubeconfig", str(real_cluster.controller_kubeconfig),
-                                 "--config", str(config)], stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: proc.poll() is not None or _ready(port), 60, "gangq run to serve /readyz")
-        assert proc.poll() is None, log.read_text()[-3000:]
-        yield port
+        with gangq_run(real_cluster.controller_kubeconfig, _config(port), tmp_path, lambda: _ready(port),
+                       "gangq run to serve /readyz"):
+            yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         kubectl(real_cluster.cp, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
                 "refuse-admission", "--ignore-not-found")
 
@@ -144,12 +127,12 @@ def _ready(port: int) -> bool:
 
 
 @pytest.fixture
-def prometheus_url(prometheus: str, gangq_run: int, tmp_path: Path) -> Iterator[str]:
+def prometheus_url(prometheus: str, controller_port: int, tmp_path: Path) -> Iterator[str]:
     """Prometheus scraping the controller every second."""
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "gangq", "static_configs": [{"targets": [f"127.0.0.1:{gangq_run}"]}]}],
+        "scrape_configs": [{"job_name": "gangq", "static_configs": [{"targets": [f"127.0.0.1:{controller_port}"]}]}],
     }))
     port = free_port()
     proc = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",

@@ -5,7 +5,6 @@ asks for the whole real tier."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import required_tool
 from tests.deploy.conftest import DEPLOY
 
 TESTS = Path(__file__).parent / "data" / "gangq-rules.test.yaml"
@@ -25,12 +25,7 @@ def _alerts(groups: list[dict[str, Any]]) -> set[str]:
 
 @pytest.fixture
 def promtool() -> str:
-    tool = shutil.which("promtool")
-    if tool is None:
-        if os.environ.get("GANGQ_REQUIRE_REAL_CLUSTER") == "1":
-            pytest.fail("promtool is not installed (Debian: apt-get install prometheus)")
-        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
-    return tool
+    return required_tool("promtool")
 
 
 def test_every_alert_fires_and_stays_quiet_as_its_unit_tests_say(promtool: str, tmp_path: Path) -> None:

@@ -515,18 +515,33 @@ def test_restore_charges_the_recorded_flavors_not_a_new_choice() -> None:
     assert cq is not None and cq.usage.get(("h100", GPU), 0) == 0
 
 
-def test_restore_refuses_with_a_reason_when_the_gang_no_longer_fits_or_the_flavor_is_unknown() -> None:
+def test_restore_refuses_with_a_reason_when_the_flavor_or_the_queue_is_unknown() -> None:
     e = engine()
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 8)])
-    admission, why = e.restore(gang("big", "q", 2, 8), "q", [{"cpu": "a100", GPU: "a100"}], 1)
-    assert admission is None and "16 nvidia.com/gpu" in why
     admission, why = e.restore(gang("g", "q", 1, 8), "q", [{"cpu": "h100", GPU: "h100"}], 1)
     assert admission is None and "flavor 'h100'" in why
     admission, why = e.restore(gang("g", "nope", 1, 8), "nope", [{"cpu": "a100", GPU: "a100"}], 1)
     assert admission is None and "'nope' does not exist" in why
     cq = e.cluster_queue("q")
     assert cq is not None and not any(cq.usage.values())
+
+
+def test_restore_keeps_a_gang_over_a_quota_that_shrank_and_admits_nothing_more_until_it_is_back() -> None:
+    """The quota was lowered while the controller was down: the running gang is restored and
+    charged over quota (its pods use the GPUs), with why; the queue admits nothing until its usage
+    is under the new quota again."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    add_queue(e, "q", [quota("a100", 256, 8)])
+    admission, why = e.restore(gang("big", "q", 2, 8), "q", [{"cpu": "a100", GPU: "a100"}], 1)
+    assert admission is not None and why.startswith("over quota: 16 nvidia.com/gpu in flavor a100")
+    cq = e.cluster_queue("q")
+    assert cq is not None and cq.usage[("a100", GPU)] == 16
+    e.submit(gang("small", "q", 1, 1), now=2)
+    assert admitted(e.schedule(3)) == []
+    e.finish("ns/big", 4)
+    assert admitted(e.schedule(5)) == ["small"]
 
 
 def test_required_node_affinity_picks_the_flavor_and_the_nodes() -> None:

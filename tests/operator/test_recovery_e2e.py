@@ -17,6 +17,7 @@ from tests.operator.helpers import (
     admitted,
     apply,
     cluster_queue,
+    condition,
     flavor,
     get,
     install,
@@ -25,6 +26,7 @@ from tests.operator.helpers import (
     operator_thread,
     start_operator,
     wait_for,
+    workload_status,
 )
 
 
@@ -112,3 +114,39 @@ def test_a_failing_scheduling_cycle_crashes_the_leader_and_the_standby_takes_ove
         finally:
             second.stop()
             first.stop()
+
+
+def test_a_gang_over_a_quota_that_shrank_during_a_restart_keeps_running_and_is_reported(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    """The admin lowers the quota while the controller is down: the running gang is restored over
+    quota (its pods use those resources), not suspended, and its Workload and an Event say so."""
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 4}, admission_mode="QuotaOnly"), local_queue("q", "cq")])
+    with FakeJobSetRunner(sb, pods=False) as runner:
+        first = start_operator(sb, identity="first")
+        apply(sb, [jobset("training", "q", requests={"cpu": 4}, run_seconds=120)])
+        wait_for(lambda: admitted(sb, "training"), 15, "the gang to be admitted")
+        first.stop()
+        lowered = cluster_queue("cq", {"cpu": 2}, admission_mode="QuotaOnly")["spec"]
+        sb.call(sb.store.patch, "gangq.io", "clusterqueues", None, "cq", {"spec": lowered}, "merge")
+        second = start_operator(sb, identity="second")
+        try:
+            status = wait_for(lambda: (s := workload_status(sb, "training")) and condition(s, "OverQuota") and s,
+                              10, "the Workload to say it runs over quota")
+            over = condition(status, "OverQuota")
+            assert over["status"] == "True" and over["reason"] == "RestoredOverQuota"
+            assert "4 cpu in flavor default" in over["message"], over
+            assert status["state"] == "Admitted"
+            events = sb.call(sb.store.list, "", "events", "default")["items"]
+            assert any(e["reason"] == "RestoredOverQuota" and e["involvedObject"]["name"] == "training"
+                       for e in events)
+            apply(sb, [jobset("small", "q", requests={"cpu": 1}, run_seconds=1)])
+            time.sleep(1.0)
+            assert not admitted(sb, "small")  # the queue is over its quota: nothing more until it is within
+            js = get(sb, "JobSet", "training")
+            assert js is not None and js["spec"]["suspend"] is False
+            assert runner.unsuspends == {"default/training": 1}
+        finally:
+            second.stop()
