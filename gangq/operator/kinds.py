@@ -22,6 +22,7 @@ from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
 from gangq.operator.translate import (
     CONFIG_KINDS,
+    CQ_FINALIZER,
     NAMESPACED,
     gang_of,
     node_spec,
@@ -51,6 +52,7 @@ class Kinds:
         self.statuses = statuses
         self._applied: dict[tuple[str, str], Any] = {}  # what the engine last got per configuration object
         self._bound_pods: set[str] = set()  # pods on a node that the engine holds
+        self.deleting_queues: dict[str, dict[str, Any]] = {}  # ClusterQueues deleting, with our finalizer on
         self.handlers: dict[str, Handler] = {
             "resourceflavors": self.resource_flavor,
             "cohorts": self.cohort,
@@ -122,6 +124,15 @@ class Kinds:
         if event_type == "DELETED":
             self.engine.delete_cluster_queue(key)
             self.statuses.queue_deleted(kind_key)
+            self.deleting_queues.pop(key, None)
+            return
+        meta = obj.get("metadata") or {}
+        deleting = meta.get("deletionTimestamp") is not None
+        if deleting and self.state.recovered.is_set():
+            # It admits nothing more; its admitted gangs keep running and their quota until they
+            # are done, then the finalizer goes (release_deleted_queues).
+            self.engine.delete_cluster_queue(key)
+            self.deleting_queues[key] = obj
             return
         problem: SpecError | None = None
         try:
@@ -130,7 +141,29 @@ class Kinds:
             log.warning("%s", err)
             problem = err
             self.engine.delete_cluster_queue(key)
+        if deleting:  # during recovery: kept until the gangs admitted to it are restored
+            self.deleting_queues[key] = obj
+            return
         self.statuses.queue_seen(kind_key, problem)
+        if CQ_FINALIZER not in (meta.get("finalizers") or []):
+            self.gangs.writer.write_cq_finalizer(key, obj, add=True)
+
+    def delete_queues_after_recovery(self) -> None:
+        """The ClusterQueues that were being deleted when the controller started: deleted in the
+        engine once recovery has restored the gangs admitted to them."""
+        for key in self.deleting_queues:
+            self.engine.delete_cluster_queue(key)
+
+    def release_deleted_queues(self) -> None:
+        """Take the finalizer off deleting ClusterQueues that have no admitted gang left."""
+        if not self.deleting_queues:
+            return
+        for key, obj in list(self.deleting_queues.items()):
+            view = self.engine.cluster_queue(key)
+            if view is None or view.admitted == 0:
+                del self.deleting_queues[key]
+                if CQ_FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or []):
+                    self.gangs.writer.write_cq_finalizer(key, obj, add=False)
 
     def local_queue(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         kind_key = f"lq:{key}"

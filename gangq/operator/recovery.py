@@ -88,6 +88,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
                 restored.add(key)
             else:
                 recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
+    kinds.delete_queues_after_recovery()  # restored first: their gangs keep the quota recorded
     pods = listed["pods"]
     gang_pods = [p for p in pods if gang_of(p) in recovering]
     for pod in pods:
@@ -122,6 +123,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
         "mypyc-compiled" if compiled() else "pure Python",
     )
     state.recovered.set()
+    kinds.release_deleted_queues()
 
 
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0)  # then every 10 s; each request retries on its own first

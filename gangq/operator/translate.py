@@ -33,6 +33,10 @@ ADMISSION_ANNOTATION: Final = "gangq.io/admission"
 """On an admitted JobSet (written with the unsuspend): the ClusterQueue and flavors, JSON. A restart
 recognises admitted JobSets by it together with ``spec.suspend: false``."""
 WORKLOAD_JOBSET_LABEL: Final = "gangq.io/jobset-name"
+CQ_FINALIZER: Final = "gangq.io/resource-in-use"
+"""On every ClusterQueue: a queue deleted while it has admitted gangs stays (deleting, admitting
+nothing) until they are done, so a restart in between still finds the queue their admission
+names and does not suspend them (Kueue's ``resource-in-use`` finalizer)."""
 GPU: Final = "nvidia.com/gpu"
 
 CONFIG_KINDS: Final = (
@@ -138,6 +142,9 @@ def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
         return obj.get("value")
     if plural == "namespaces":
         return meta.get("labels")
+    if plural == "clusterqueues":
+        finalized = CQ_FINALIZER in (meta.get("finalizers") or [])
+        return (obj.get("spec"), meta.get("deletionTimestamp") is not None, finalized)
     if plural == "nodes":
         status = obj.get("status") or {}
         ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]

@@ -31,7 +31,15 @@ from gangq.jobset import constants as js
 from gangq.operator.entry import Entry
 from gangq.operator.kube import JSON_PATCH, ApiError, resource_path
 from gangq.operator.state import ControllerState
-from gangq.operator.translate import ADMISSION_ANNOTATION, admission_json, jobset_path, rfc3339
+from gangq.operator.translate import (
+    ADMISSION_ANNOTATION,
+    CQ_FINALIZER,
+    GROUP,
+    VERSION,
+    admission_json,
+    jobset_path,
+    rfc3339,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +251,30 @@ class Writer:
     # ------------------------------------------------------------------------------------------
     # Events
     # ------------------------------------------------------------------------------------------
+
+    def write_cq_finalizer(self, name: str, obj: Mapping[str, Any], *, add: bool) -> None:
+        """Put ``CQ_FINALIZER`` on a ClusterQueue, or take it off (a JSON patch that tests the list
+        it read: a finalizer another controller added meanwhile is not lost)."""
+        finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+        if add:
+            ops: list[dict[str, Any]] = (
+                [{"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                 {"op": "add", "path": "/metadata/finalizers/-", "value": CQ_FINALIZER}]
+                if finalizers else [{"op": "add", "path": "/metadata/finalizers", "value": [CQ_FINALIZER]}]
+            )
+        else:
+            index = finalizers.index(CQ_FINALIZER)
+            ops = [{"op": "test", "path": f"/metadata/finalizers/{index}", "value": CQ_FINALIZER},
+                   {"op": "remove", "path": f"/metadata/finalizers/{index}"}]
+        path = resource_path(GROUP, VERSION, "clusterqueues", None, name)
+
+        async def write() -> None:
+            try:
+                await self.state.client.patch(path, ops, JSON_PATCH, want_body=False)
+            except ApiError as err:  # changed or gone meanwhile: the next event of the queue tries again
+                log.info("ClusterQueue %s: finalizer not %s: %s", name, "added" if add else "removed", err)
+
+        self.spawn(f"cq:{name}", write)
 
     def post_event(
         self, entry: Entry, event_type: str, reason: str, message: str, obj: Mapping[str, Any] | None = None

@@ -129,7 +129,6 @@ READ_ONLY = {
     "priorityclasses",
     "resourceflavors",
     "cohorts",
-    "clusterqueues",
     "localqueues",
     "workloadpriorityclasses",
 }
@@ -189,6 +188,8 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         for resource in rule["resources"]:
             if resource in READ_ONLY:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, (resource, rule["verbs"])
+            if resource == "clusterqueues":  # read, and patched for the resource-in-use finalizer only
+                assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}, (resource, rule["verbs"])
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     needed = {
         ("", "pods", "watch"),
@@ -197,6 +198,7 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         ("gangq.io", "workloads", "create"),
         ("gangq.io", "workloads/status", "patch"),
         ("gangq.io", "clusterqueues/status", "patch"),
+        ("gangq.io", "clusterqueues", "patch"),
         ("jobset.x-k8s.io", "jobsets", "patch"),
         ("", "events", "create"),
         ("coordination.k8s.io", "leases", "create"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.operator.helpers import (
     apply,
     cluster_queue,
     condition,
+    finished,
     flavor,
     get,
     install,
@@ -148,5 +150,45 @@ def test_a_gang_over_a_quota_that_shrank_during_a_restart_keeps_running_and_is_r
             js = get(sb, "JobSet", "training")
             assert js is not None and js["spec"]["suspend"] is False
             assert runner.unsuspends == {"default/training": 1}
+        finally:
+            second.stop()
+
+
+def test_a_cluster_queue_deleted_with_a_running_gang_stays_until_it_is_done(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    """Deleting a ClusterQueue while a gang runs in it: the queue stays (deleting, admitting
+    nothing) until the gang is done, also across a restart of the controller, which therefore
+    still finds the queue the gang's admission names and keeps it running; then it goes."""
+    from gangq.operator.translate import CQ_FINALIZER
+
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 4}, admission_mode="QuotaOnly"), local_queue("q", "cq")])
+
+    def queue() -> dict[str, Any] | None:
+        return get(sb, "ClusterQueue", "cq", None)
+
+    with FakeJobSetRunner(sb, pods=False) as runner:
+        first = start_operator(sb, identity="first")
+        try:
+            wait_for(lambda: CQ_FINALIZER in ((queue() or {}).get("metadata", {}).get("finalizers") or []), 10,
+                     "the finalizer on the ClusterQueue")
+            apply(sb, [jobset("training", "q", requests={"cpu": 2}, run_seconds=8)])
+            wait_for(lambda: admitted(sb, "training"), 15, "the gang to be admitted")
+            sb.call(sb.store.delete, "gangq.io", "clusterqueues", None, "cq")
+            apply(sb, [jobset("late", "q", requests={"cpu": 1}, run_seconds=1)])
+            time.sleep(1.0)
+            assert (queue() or {}).get("metadata", {}).get("deletionTimestamp"), "the queue went at once"
+            assert not admitted(sb, "late")  # a deleting queue admits nothing
+        finally:
+            first.stop()
+        second = start_operator(sb, identity="second")  # recovers while the queue is deleting
+        try:
+            time.sleep(1.0)
+            assert admitted(sb, "training") and queue() is not None
+            wait_for(lambda: queue() is None, 20, "the queue to go once its gang is done")
+            assert finished(sb, "training") and not admitted(sb, "late")
+            assert runner.unsuspends == {"default/training": 1}  # never suspended
         finally:
             second.stop()
