@@ -112,6 +112,7 @@ def test_a_failing_scheduling_cycle_crashes_the_leader_and_the_standby_takes_ove
             assert isinstance(first.error, ControllerCrashed)
             wait_for(lambda: second.leading, 10, "the standby to take over at once (the Lease was released)")
             wait_for(lambda: admitted(sb, "next"), 15, "the new leader to admit the next gang")
+            wait_for(lambda: "default/next" in runner.unsuspends, 5, "the runner to see it run")
             assert runner.unsuspends == {"default/running": 1, "default/next": 1}
         finally:
             second.stop()
