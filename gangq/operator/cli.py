@@ -61,7 +61,7 @@ async def _main(
     kubeconfig: Path | None,
     use_sandbox: bool,
     sandbox_port: int,
-    kubeconfig_out: Path | None,
+    sandbox_kubeconfig: Path,
     jobset_controller: JobSetControllerMode,
     console: Console,
     real: ControlPlane | None = None,
@@ -76,7 +76,7 @@ async def _main(
         if real is not None:
             from gangq.controlplane import install, runtime
 
-            kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+            kubeconfig = sandbox_kubeconfig
             embedded = jobset_controller is JobSetControllerMode.embedded
             await asyncio.to_thread(install.install, real, embedded_jobset=embedded)
             client = KubeClient(Credentials.load(kubeconfig))
@@ -96,7 +96,7 @@ async def _main(
             from gangq.sandbox.runtime import Sandbox
 
             # Its own thread and loop: kopf cancels every task created on its loop when it exits.
-            kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+            kubeconfig = sandbox_kubeconfig
             sandbox = Sandbox(port=sandbox_port, kubeconfig=kubeconfig)
             await asyncio.to_thread(sandbox.start)
             credentials = Credentials.load(kubeconfig)
@@ -172,17 +172,17 @@ def run(
         raise typer.Exit(1)
     from gangq.controlplane.launcher import ControlPlaneError  # cryptography: only when it can be needed
 
+    sandbox_kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
     real = None
     try:
         if use_sandbox and control_plane is ControlPlaneKind.real:
             # Started here, in the main thread, so that its processes die with gangq (see launcher).
             from gangq.controlplane import runtime
 
-            out = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
-            real = runtime.start(port=sandbox_port, kubeconfig_out=out, nodes=None,
+            real = runtime.start(port=sandbox_port, kubeconfig_out=sandbox_kubeconfig, nodes=None,
                                  announce=lambda line: console.print(line, highlight=False))
-        asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, kubeconfig_out, jobset_controller, console,
-                          real))
+        asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, sandbox_kubeconfig, jobset_controller,
+                          console, real))
     except (OSError, ControlPlaneError, ControllerCrashed) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
