@@ -249,32 +249,37 @@ class Writer:
         self.spawn(key, write, critical=True)
 
     # ------------------------------------------------------------------------------------------
-    # Events
+    # ClusterQueues
     # ------------------------------------------------------------------------------------------
 
     def write_cq_finalizer(self, name: str, obj: Mapping[str, Any], *, add: bool) -> None:
-        """Put ``CQ_FINALIZER`` on a ClusterQueue, or take it off (a JSON patch that tests the list
-        it read: a finalizer another controller added meanwhile is not lost)."""
-        finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
-        if add:
-            ops: list[dict[str, Any]] = (
-                [{"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                 {"op": "add", "path": "/metadata/finalizers/-", "value": CQ_FINALIZER}]
-                if finalizers else [{"op": "add", "path": "/metadata/finalizers", "value": [CQ_FINALIZER]}]
-            )
-        else:
-            index = finalizers.index(CQ_FINALIZER)
-            ops = [{"op": "test", "path": f"/metadata/finalizers/{index}", "value": CQ_FINALIZER},
-                   {"op": "remove", "path": f"/metadata/finalizers/{index}"}]
+        """Put ``CQ_FINALIZER`` on a ClusterQueue, or take it off. The JSON patch tests the finalizer
+        list it was computed from, so one another controller changed meanwhile is not lost; on
+        such a conflict the queue is read again and the patch computed anew."""
         path = resource_path(GROUP, VERSION, "clusterqueues", None, name)
 
         async def write() -> None:
-            try:
-                await self.state.client.patch(path, ops, JSON_PATCH, want_body=False)
-            except ApiError as err:  # changed or gone meanwhile: the next event of the queue tries again
-                log.info("ClusterQueue %s: finalizer not %s: %s", name, "added" if add else "removed", err)
+            current = obj
+            for attempt in range(3):
+                ops = _finalizer_ops(current, add)
+                if ops is None:
+                    return  # already as wanted
+                try:
+                    await self.state.client.patch(path, ops, JSON_PATCH, want_body=False)
+                    return
+                except ApiError as err:
+                    if err.status == 404:
+                        return
+                    if err.status not in (409, 422) or attempt == 2:
+                        log.warning("ClusterQueue %s: finalizer not %s: %s", name, "added" if add else "removed", err)
+                        return
+                current = await self.state.client.get(path)
 
         self.spawn(f"cq:{name}", write)
+
+    # ------------------------------------------------------------------------------------------
+    # Events
+    # ------------------------------------------------------------------------------------------
 
     def post_event(
         self, entry: Entry, event_type: str, reason: str, message: str, obj: Mapping[str, Any] | None = None
@@ -308,3 +313,19 @@ class Writer:
                 log.debug("event for %s not posted: %s", entry.key, err)
 
         self.spawn(None, post)
+
+
+def _finalizer_ops(obj: Mapping[str, Any], add: bool) -> list[dict[str, Any]] | None:
+    """The JSON patch that puts ``CQ_FINALIZER`` on ``obj`` (``add``) or takes it off, testing the
+    list it read; None when there is nothing to do."""
+    finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+    if add == (CQ_FINALIZER in finalizers):
+        return None
+    if not add:
+        index = finalizers.index(CQ_FINALIZER)
+        return [{"op": "test", "path": f"/metadata/finalizers/{index}", "value": CQ_FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"}]
+    if not finalizers:
+        return [{"op": "add", "path": "/metadata/finalizers", "value": [CQ_FINALIZER]}]
+    return [{"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": CQ_FINALIZER}]
