@@ -344,12 +344,12 @@ class Engine:
                         f"flavor {flavor!r}"
                     )
                 usage[fr] = usage.get(fr, 0) + amount * ps.count
-        over = [
-            f"{format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]} where ClusterQueue {cluster_queue!r} has "
-            f"{format_amount(fr[1], self.s.quota.available(cq.node, fr))} available"
-            for fr, need in usage.items()
-            if need > self.s.quota.available(cq.node, fr)
-        ]
+        over: list[str] = []
+        for fr, need in usage.items():
+            available = self.s.quota.available(cq.node, fr)
+            if need > available:
+                over.append(f"{format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]} where ClusterQueue "
+                            f"{cluster_queue!r} has {format_amount(fr[1], available)} available")
         if existing is not None:
             self.routing.unqueue(existing)
             self.s.workloads.pop(spec.key, None)
