@@ -380,7 +380,9 @@ class RealPlane:
         self.kubeconfig = self.cp.kubeconfig("admin")
         self.controller_kubeconfig = self.cp.kubeconfig("controller")
         asyncio.run(setup(self.kubeconfig, crds=False))
-        self._offset = 0
+        self._position = 0  # bytes of the audit log counted so far
+        self._writes: dict[str, int] = {}  # "verb resource" -> the controller's successful writes
+        self._failed = 0
 
     def connector(self) -> aiohttp.TCPConnector:
         import ssl
@@ -391,25 +393,43 @@ class RealPlane:
         return {"Authorization": f"Bearer {self.cp.pki.identities['admin'].token}"}
 
     def start_counting(self) -> None:
-        self._offset = len(self._events(0))
+        self._read()
+        self._writes.clear()
+        self._failed = 0
 
-    def _events(self, offset: int) -> list[dict[str, Any]]:
-        return [e for e in self.cp.audit_events()[offset:] if e.get("stage") == "ResponseComplete"]
-
-    def writes(self, runner_writes: dict[str, int]) -> dict[str, int]:
-        by_resource: dict[str, int] = {}
-        for event in self._events(self._offset):
-            ref = event.get("objectRef") or {}
-            if event.get("verb") not in WRITE_VERBS or event.get("responseStatus", {}).get("code", 0) >= 300:
+    def _read(self) -> None:
+        """Count the audit events written since the last read (the log only grows: each read
+        parses only its new lines)."""
+        path = self.cp.audit_log
+        if path is None or not path.exists():
+            return
+        with path.open("rb") as f:
+            f.seek(self._position)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a line being written stays for the next read
+        self._position += end
+        for line in chunk[:end].splitlines():
+            event = json.loads(line) if line.strip() else {}
+            if event.get("stage") != "ResponseComplete":
                 continue
+            code = event.get("responseStatus", {}).get("code", 0)
+            if code >= 400:
+                self._failed += 1
+            if event.get("verb") not in WRITE_VERBS or code >= 300:
+                continue
+            ref = event.get("objectRef") or {}
             resource = ref.get("resource", "?") + (f".{ref['apiGroup']}" if ref.get("apiGroup") else "")
             resource += f"/{ref['subresource']}" if ref.get("subresource") else ""
             key = f"{event['verb']} {resource}"
-            by_resource[key] = by_resource.get(key, 0) + 1
-        return dict(sorted(by_resource.items()))
+            self._writes[key] = self._writes.get(key, 0) + 1
+
+    def writes(self, runner_writes: dict[str, int]) -> dict[str, int]:
+        self._read()
+        return dict(sorted(self._writes.items()))
 
     def failed_requests(self) -> int:
-        return sum(1 for e in self._events(self._offset) if e.get("responseStatus", {}).get("code", 0) >= 400)
+        self._read()
+        return self._failed
 
     def server_cpu_seconds(self) -> float | None:
         return round(sum(proc_stats(p.popen.pid)[0] for p in self.cp.processes
