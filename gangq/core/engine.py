@@ -388,8 +388,31 @@ class Engine:
             self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
         return admission, ("over quota: " + "; ".join(over)) if over else ""
 
+    def deactivate(self, key: str, now: float, message: str) -> None:
+        """Take a workload out of queueing until :meth:`reactivate` (Kueue's ``spec.active:
+        false``, set by an admin): a queued gang leaves its queue with reason ``Deactivated``; an
+        admitted one is evicted at the next :meth:`schedule` and not requeued when it has stopped.
+
+        An admin needs a way to park a gang without deleting it (and its history), and the same
+        switch is what brings back a gang deactivated after too many pods-ready timeouts.
+        """
+        wl = self.s.workloads.get(key)
+        if wl is None or wl.deactivated:
+            return
+        wl.deactivated = True
+        wl.message = message
+        if wl.state == "Pending":
+            self.routing.unqueue(wl)
+            wl.requeue_at = None
+            self.s.unrouted[wl.key] = wl
+            self.s.set_reason(wl, "Deactivated", message)
+        elif wl.state == "Admitted":
+            self.s.drain[f"wl:{key}"] = None
+        # Evicting: eviction_done keeps it out of its queue.
+
     def reactivate(self, key: str, now: float) -> None:
-        """Put a deactivated workload back in its queue (an admin's explicit decision)."""
+        """Put a deactivated workload back in its queue (an admin's explicit decision); its count
+        of pods-ready evictions starts again at zero."""
         wl = self.s.workloads.get(key)
         if wl is None or not wl.deactivated:
             return

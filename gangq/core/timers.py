@@ -1,6 +1,6 @@
 """Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
-timeouts, the end of a requeue backoff, and the drains of ClusterQueues and LocalQueues stopped with
-``HoldAndDrain``.
+timeouts, the end of a requeue backoff, the drains of ClusterQueues and LocalQueues stopped with
+``HoldAndDrain``, and the eviction of admitted workloads an admin deactivated.
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ class Timers:
         self.s.drain.clear()
         for item in drains:
             kind, name = item.split(":", 1)
+            if kind == "wl":  # deactivated while admitted (Engine.deactivate)
+                wl = self.s.workloads.get(name)
+                if wl is not None and wl.deactivated and wl.state == "Admitted":
+                    self.s.evict(wl, "Deactivated", wl.message, now, decisions, deactivated=True)
+                continue
             if kind == "cq":
                 cq = self.s.cluster_queues.get(name)
                 if cq is None or cq.spec.stop_policy != "HoldAndDrain":

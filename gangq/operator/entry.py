@@ -17,6 +17,7 @@ class Entry:
     """
 
     __slots__ = (
+        "active",
         "admission",
         "cluster_queue",
         "conditions",
@@ -68,6 +69,7 @@ class Entry:
         self.last_pending_write = 0.0
         self.pod_sets: list[dict[str, Any]] = []
         self.writing = False  # a JobSet patch (admission or suspend) is in flight
+        self.active = True  # the Workload's spec.active, as seen or written (False: deactivated)
         self.status_queued = False  # a status writer is spawned and has not started yet
 
     def condition(

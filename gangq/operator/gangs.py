@@ -26,6 +26,8 @@ from gangq.operator.translate import (
     recorded_admission,
     resource_version,
     rfc3339,
+    workload_active,
+    workload_owner,
 )
 from gangq.operator.writer import Writer
 
@@ -34,6 +36,16 @@ log = logging.getLogger(__name__)
 OVER_QUOTA = "OverQuota"
 """Workload condition of an admitted gang a restart kept running over a quota that shrank."""
 OVER_QUOTA_REASON = "RestoredOverQuota"
+
+DEACTIVATED_BY_ADMIN: Final = "deactivated: the Workload's spec.active is false"
+
+
+def reactivate_hint(entry: Entry) -> str:
+    """How to queue a deactivated gang again, for its Workload's message: a researcher whose gang
+    was deactivated after too many pods-ready timeouts must not have to find the switch."""
+    return (f"to queue it again: kubectl patch workload {entry.wl_name} -n {entry.namespace} "
+            """--type merge -p '{"spec":{"active":true}}'""")
+
 
 FINISHED_REMEMBERED: Final = 200_000
 """Uids of finished JobSets kept (oldest dropped first): a late event of a finished and forgotten
@@ -50,6 +62,7 @@ class Gangs:
         self.statuses = statuses
         self.finished: dict[str, None] = {}  # uids of finished JobSets already forgotten (FIFO)
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
+        self.fronts: set[str] = set()  # ClusterQueues whose first pending gang may have changed
         self.workload_priority_classes: dict[str, int] = {}
         self.priority_classes: dict[str, int] = {}
 
@@ -199,9 +212,65 @@ class Gangs:
             self.maybe_eviction_done(entry, now)
 
     def forget(self, entry: Entry, now: float) -> None:
+        if entry.state == "Pending" and entry.cluster_queue:
+            self.fronts.add(entry.cluster_queue)
         self.state.finish(entry.key, now)
         self.state.entries.pop(entry.key, None)
         entry.due = None
+
+    # ------------------------------------------------------------------------------------------
+    # Workload spec.active (Kueue's switch to park a gang, and to bring back a deactivated one)
+    # ------------------------------------------------------------------------------------------
+
+    def activation_changed(self, obj: dict[str, Any]) -> bool:
+        """Does this Workload event say other than what the controller knows of ``spec.active``?
+        Checked in the watch handler, before the inbox: every status write of ours comes back as
+        an event, and only an admin's flip of the switch matters."""
+        owner = workload_owner(obj)
+        entry = self.state.entries.get(owner[0]) if owner is not None else None
+        return entry is not None and workload_active(obj) != entry.active
+
+    def workload_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """An admin set a Workload's ``spec.active``: deactivate (an admitted gang is evicted and
+        not requeued) or reactivate its gang."""
+        owner = workload_owner(obj)
+        if owner is None or event_type == "DELETED":
+            return
+        entry = self.state.entries.get(owner[0])
+        if entry is None or (owner[1] and entry.uid and owner[1] != entry.uid):
+            return
+        active = workload_active(obj)
+        if not active and entry.active:
+            log.info("Workload %s: spec.active is false: deactivating JobSet %s", key, entry.key)
+            self.deactivate(entry, DEACTIVATED_BY_ADMIN, now)
+        elif active and not entry.active:
+            log.info("Workload %s: spec.active is true: queueing JobSet %s again", key, entry.key)
+            self.reactivate(entry, now)
+
+    def deactivate(self, entry: Entry, message: str, now: float) -> None:
+        entry.active = False
+        self.state.engine.deactivate(entry.key, now, message)
+        if entry.state == "Inadmissible":
+            return  # not in the engine; its spec error is what its Workload says
+        if entry.state == "Pending":
+            self._set_deactivated(entry, message, now)
+
+    def _set_deactivated(self, entry: Entry, message: str, now: float) -> None:
+        if entry.cluster_queue:
+            self.fronts.add(entry.cluster_queue)
+        entry.reason, entry.message = "Deactivated", f"{message}; {reactivate_hint(entry)}"
+        entry.cluster_queue = None
+        entry.condition("QuotaReserved", False, "Deactivated", entry.message, now)
+        self.statuses.mark(entry, now, urgent=True)
+
+    def reactivate(self, entry: Entry, now: float) -> None:
+        entry.active = True
+        self.state.engine.reactivate(entry.key, now)
+        entry.requeue = None  # as Kueue: the pods-ready eviction count starts again
+        if entry.state == "Pending":
+            entry.reason, entry.message = "Pending", "reactivated: queued again"
+            entry.condition("QuotaReserved", False, "Pending", entry.message, now)
+            self.statuses.mark(entry, now, urgent=True)
 
     def _finish(self, entry: Entry, terminal: str, now: float) -> None:
         self.state.finish(entry.key, now)
@@ -267,10 +336,15 @@ class Gangs:
         entry.state = "Pending"
         entry.admission = None
         entry.cluster_queue = None
-        entry.condition("QuotaReserved", False, "Pending", "evicted; back in the queue", now)
         view = self.state.engine.workload(entry.key)
+        if not entry.active:
+            self._set_deactivated(entry, view.message if view is not None else DEACTIVATED_BY_ADMIN, now)
+            return
+        entry.condition("QuotaReserved", False, "Pending", "evicted; back in the queue", now)
         if view is not None:
             entry.reason, entry.message = view.reason or "Pending", view.message
+            if view.cluster_queue:
+                self.fronts.add(view.cluster_queue)
         self.statuses.mark(entry, now, urgent=True)
 
     # ------------------------------------------------------------------------------------------
@@ -322,11 +396,19 @@ class Gangs:
             if entry is None:
                 continue
             if isinstance(d, Admission):
+                self.fronts.add(d.cluster_queue)
                 self.mark_admitted(entry, d, now)
                 self.writer.write_admission(entry, d)
             elif isinstance(d, Eviction):
                 self._evict(entry, d, now)
             elif isinstance(d, PendingUpdate):
+                if d.reason == "Deactivated":
+                    if not entry.active:
+                        continue  # said already, with how to undo it (_set_deactivated)
+                    self.deactivate(entry, d.message, now)  # the engine deactivated it: record it
+                    continue
+                if d.cluster_queue:
+                    self.fronts.add(d.cluster_queue)
                 reason_changed = d.reason != entry.reason or d.cluster_queue != entry.cluster_queue
                 entry.reason, entry.message = d.reason, d.message
                 entry.cluster_queue = d.cluster_queue
@@ -338,6 +420,19 @@ class Gangs:
                     # of plain queueing waits (pendingDelaySeconds), and message-only changes ride along.
                     urgent = d.reason not in ORDINARY_PENDING or (reason_changed and entry.created)
                     self.statuses.mark(entry, now, urgent=urgent)
+
+    def mark_new_fronts(self, now: float) -> None:
+        """Each ClusterQueue whose first pending gang may have changed: that gang's Workload says
+        it is next (:meth:`Statuses.became_next`)."""
+        if not self.fronts:
+            return
+        engine = self.state.engine
+        for cq in self.fronts:
+            first = engine.pending_workloads(cq, limit=1)
+            entry = self.state.entries.get(first[0].key) if first else None
+            if entry is not None:
+                self.statuses.became_next(entry, now)
+        self.fronts.clear()
 
     def mark_admitted(self, entry: Entry, d: Admission, now: float) -> None:
         entry.state = "Admitted"
@@ -371,5 +466,11 @@ class Gangs:
         if d.requeue_at is not None:
             count = int((entry.requeue or {}).get("count", 0)) + 1
             entry.requeue = {"count": count, "requeueAt": rfc3339(d.requeue_at)}
+        if d.deactivated and entry.active:
+            # Over the pods-ready backoff limit: the Workload says so where an admin flips it back.
+            count = int((entry.requeue or {}).get("count", 0)) + 1
+            entry.requeue = {"count": count}
+            entry.active = False
+            self.statuses.write_active(entry)
         self.statuses.mark(entry, now, urgent=True)
         self.writer.write_suspend(entry, restore=True, event=(d.reason, d.message))

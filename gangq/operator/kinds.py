@@ -64,6 +64,7 @@ class Kinds:
             "nodes": self.node,
             "pods": self.pod,
             js.PLURAL: gangs.jobset_event,
+            "workloads": gangs.workload_event,
         }
         self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed}
 

@@ -122,6 +122,7 @@ class SchedulingLoop:
                 # run_operator exits; a restart's recovery rebuilds the state exactly from the API.
                 decisions = state.schedule(now)
                 self.gangs.handle(decisions, now)
+                self.gangs.mark_new_fronts(now)
                 self.kinds.release_deleted_queues()
             if metrics is not None:
                 metrics.loop_cycle_duration_seconds.observe(time.monotonic() - applied)

@@ -37,7 +37,7 @@ from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.leader import LeaseElector
-from gangq.operator.translate import WATCHED
+from gangq.operator.translate import WATCHED, WORKLOADS
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,13 @@ def build_registry(controller: Controller, credentials: Credentials) -> kopf.Ope
 
     for group, version, plural in WATCHED:
         kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(feed)
+
+    async def feed_workload(event: kopf.RawEvent, **_: Any) -> None:
+        obj = event.get("object")
+        if isinstance(obj, dict) and controller.gangs.activation_changed(cast(dict[str, Any], obj)):
+            controller.enqueue("workloads", event.get("type"), cast(dict[str, Any], obj))
+
+    kopf.on.event(*WORKLOADS, id="gangq-feed-workloads", registry=registry)(feed_workload)
     return registry
 
 

@@ -23,7 +23,7 @@ from gangq.api.workload import queue_name
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
 from gangq.jobset import constants as js
-from gangq.operator.gangs import Gangs
+from gangq.operator.gangs import DEACTIVATED_BY_ADMIN, Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
@@ -39,6 +39,7 @@ from gangq.operator.translate import (
     object_key,
     recorded_admission,
     resource_version,
+    workload_active,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,14 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             if wl is not None:
                 statuses.adopt(entry, wl.get("status") or {})
 
+    def keep_deactivated(key: str) -> None:
+        """A gang deactivated before the restart stays so (its Workload says ``spec.active: false``)."""
+        entry = state.entries.get(key)
+        if entry is not None:
+            wl = existing_workloads.get(f"{entry.namespace}/{entry.wl_name}")
+            if wl is not None and not workload_active(wl):
+                gangs.deactivate(entry, DEACTIVATED_BY_ADMIN, now)
+
     jobsets = [j for j in listed[js.PLURAL] if state.watched_namespace(j)]
     admitted, rest = [], []
     for obj in jobsets:
@@ -88,6 +97,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
                 restored.add(key)
             else:
                 recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
+        keep_deactivated(key)
     kinds.delete_queues_after_recovery()  # restored first: their gangs keep the quota recorded
     pods = listed["pods"]
     gang_pods = [p for p in pods if gang_of(p) in recovering]
@@ -117,6 +127,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
     for obj in sorted(rest, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")):
         kinds.apply(js.PLURAL, "ADDED", obj, now)
         adopt(object_key(obj))
+        keep_deactivated(object_key(obj))
     log.info(
         "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
         len(state.entries), len(readmitted), len(listed["nodes"]), len(pods), len(state.engine.cluster_queues),

@@ -72,6 +72,15 @@ class Statuses:
             self._dirty_seq += 1
             heapq.heappush(self.dirty, (due, self._dirty_seq, entry.key))
 
+    def became_next(self, entry: Entry, now: float) -> None:
+        """``entry`` is first in its ClusterQueue now: its Workload says so within
+        ``workloadDelaySeconds`` if it said otherwise. "Position 2 of 2" for a minute after the gang
+        ahead left tells its owner something false about what they wait for; the other positions
+        are figures that ride along with the next write (one write per queue's new head, not one
+        per pending gang per admission)."""
+        if entry.created and entry.state == "Pending" and not (entry.last_written or {}).get("next"):
+            self.mark(entry, now, urgent=True)
+
     def next_due(self) -> float | None:
         return self.dirty[0][0] if self.dirty else None
 
@@ -134,6 +143,8 @@ class Statuses:
                 spec["minResources"] = {r: quantity_text(r, v) for r, v in s.min_resources.items()}
             if s.runtime_limit is not None:
                 spec["runtimeLimitSeconds"] = s.runtime_limit
+            if not entry.active:
+                spec["active"] = False
         else:
             names = [
                 str(r.get("name")) for r in ((entry.obj.get("spec") or {}).get("replicatedJobs") or [])
@@ -154,6 +165,23 @@ class Statuses:
             },
             "spec": spec,
         }
+
+    def write_active(self, entry: Entry) -> None:
+        """Set the Workload's ``spec.active`` to ``entry.active`` (after the status writes queued
+        before it; a Workload not created yet gets it in its body)."""
+        key = entry.key
+        path = resource_path(GROUP, VERSION, "workloads", entry.namespace, entry.wl_name)
+
+        async def write() -> None:
+            if self.state.entries.get(key) is not entry or not entry.created:
+                return
+            try:
+                await self.state.client.patch(path, {"spec": {"active": entry.active}}, want_body=False)
+            except ApiError as err:
+                if err.status != 404:  # gone: its next status write creates it, with spec.active
+                    raise
+
+        self.writer.spawn(f"wl:{key}", write)
 
     def _flush_workloads(self, now: float) -> None:
         entries = self.state.entries
@@ -341,16 +369,20 @@ def _active(active: bool, reason: str, message: str, old: Any) -> dict[str, Any]
 
 
 def _comparable(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if k not in _UNCOMPARED}
+    out = {k: v for k, v in status.items() if k not in _UNCOMPARED}
+    out["next"] = status.get("position") == 1
+    return out
 
 
 def _significant(status: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     """What a status write is for, without messages and times: state, reason, ClusterQueue,
-    admission, requeue state and each condition's type, status and reason."""
+    whether the gang is next in its queue (position 1: other positions are figures), admission,
+    requeue state and each condition's type, status and reason."""
     if status is None:
         return None
     return (
-        status.get("state"), status.get("reason"), status.get("clusterQueue"), status.get("admission"),
+        status.get("state"), status.get("reason"), status.get("clusterQueue"), status.get("next"),
+        status.get("admission"),
         status.get("requeueState"),
         tuple((c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or ()),
     )

@@ -60,7 +60,10 @@ WATCHED: Final = (
     (js.GROUP, js.VERSION, js.PLURAL),
 )
 """(group, version, plural) of everything the controller watches, in the order a restart lists them."""
-NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL})
+NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "workloads"})
+WORKLOADS: Final = (GROUP, VERSION, "workloads")
+"""Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
+:meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""
 
 
 def rfc3339(t: float) -> str:
@@ -99,6 +102,21 @@ def workload_name(jobset: str) -> str:
     if len(name) > 253:
         name = name[:240] + "-" + secrets.token_hex(4)
     return name
+
+
+def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The key (``namespace/name``) and uid of the JobSet a Workload belongs to (its controller
+    ownerReference), or None for a Workload gangq did not create."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == js.KIND and ref.get("name"):
+            return f"{meta.get('namespace') or 'default'}/{ref['name']}", str(ref.get("uid") or "")
+    return None
+
+
+def workload_active(obj: Mapping[str, Any]) -> bool:
+    """A Workload's ``spec.active`` (absent: true, the schema's default)."""
+    return (obj.get("spec") or {}).get("active") is not False
 
 
 def quantity_text(resource: str, value: int) -> str:

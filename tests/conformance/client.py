@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TIMEOUT = 15.0
+# client-go sends a request answered 429 with Retry-After up to ten times.
+RETRIES_AFTER_429 = 10
 
 
 @dataclass
@@ -77,9 +79,10 @@ class Endpoint:
             return body.encode()
         return json.dumps(body).encode()
 
-    def request(self, method: str, path: str, body: Any = None, *, content_type: str | None = None,
-                accept: str | None = None) -> Answer:
-        """One request on a kept-alive connection (reopened once if the server closed it)."""
+    def _request(self, method: str, path: str, body: Any = None, *, content_type: str | None = None,
+                 accept: str | None = None) -> tuple[Answer, float | None]:
+        """One request on a kept-alive connection (reopened once if the server closed it), and the
+        answer's ``Retry-After`` in seconds if it has one."""
         data = self._encode(body)
         headers = self._headers(body, content_type, accept)
         for attempt in (1, 2):
@@ -98,8 +101,22 @@ class Endpoint:
             if resp.getheader("Connection", "").lower() == "close":
                 self._conn.close()
                 self._conn = None
-            return Answer(resp.status, _decode(raw))
+            return Answer(resp.status, _decode(raw)), _retry_after(resp.getheader("Retry-After"))
         raise AssertionError("unreachable")
+
+    def request(self, method: str, path: str, body: Any = None, *, content_type: str | None = None,
+                accept: str | None = None) -> Answer:
+        """One request, sent again after a 429 that carries ``Retry-After``, as client-go does.
+
+        A real server answers so while the watch cache of a just-created resource is still
+        initialising ("storage is (re)initializing"): the wait is the server's, not the case's.
+        """
+        for _ in range(RETRIES_AFTER_429):
+            answer, retry_after = self._request(method, path, body, content_type=content_type, accept=accept)
+            if answer.status != 429 or retry_after is None:
+                return answer
+            time.sleep(min(retry_after, 2.0))
+        return answer
 
     def watch(self, path: str, *, events: int, seconds: float, accept: str | None = None) -> Answer:
         """Open a watch and read its events until ``events`` non-BOOKMARK events arrived, the
@@ -109,6 +126,15 @@ class Endpoint:
         try:
             conn.request("GET", path, headers=self._headers(None, None, accept))
             resp = conn.getresponse()
+            retry_after = _retry_after(resp.getheader("Retry-After"))
+            while resp.status == 429 and retry_after is not None and time.monotonic() + retry_after < deadline:
+                resp.read()
+                conn.close()
+                time.sleep(retry_after)
+                conn = self._connect(timeout=seconds)
+                conn.request("GET", path, headers=self._headers(None, None, accept))
+                resp = conn.getresponse()
+                retry_after = _retry_after(resp.getheader("Retry-After"))
             if resp.status != 200:
                 return Answer(resp.status, _decode(resp.read()))
             got: list[dict[str, Any]] = []
@@ -137,6 +163,15 @@ class Endpoint:
         for conn in conns:
             conn.close()
         self._local = threading.local()
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def _decode(raw: bytes) -> Any:

@@ -9,6 +9,7 @@ from gangq.core import (
     ClusterQueueSpec,
     Engine,
     EngineConfig,
+    Eviction,
     FlavorQuotas,
     LabelSelector,
     LocalQueueSpec,
@@ -429,6 +430,53 @@ def test_pods_ready_timeout_evicts_with_exponential_backoff_then_deactivates() -
     assert view is not None and view.reason == "Deactivated"
     e.reactivate("ns/g", now)
     assert admitted(e.schedule(now + 1)) == ["g"]
+
+
+def test_deactivating_a_queued_gang_lets_the_one_behind_it_in_and_reactivation_requeues_it() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("first", "q", 1, 8), 0)
+    e.submit(gang("second", "q", 1, 8), 1)
+    e.deactivate("ns/first", 2, "spec.active is false")
+    assert admitted(e.schedule(2)) == ["second"]
+    view = e.workload("ns/first")
+    assert view is not None and view.state == "Pending" and view.reason == "Deactivated"
+    assert e.position("ns/first") is None  # out of its queue: no position
+    e.finish("ns/second", 3)
+    assert admitted(e.schedule(3)) == []  # still deactivated: the free quota stays free
+    e.reactivate("ns/first", 4)
+    assert admitted(e.schedule(4)) == ["first"]
+
+
+def test_deactivating_an_admitted_gang_evicts_it_and_keeps_it_out_until_reactivated() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 1, 8), 0)
+    assert admitted(e.schedule(0)) == ["g"]
+    e.deactivate("ns/g", 5, "spec.active is false")
+    ev = [d for d in e.schedule(5) if isinstance(d, Eviction)]
+    assert [(d.workload, d.reason, d.deactivated) for d in ev] == [("ns/g", "Deactivated", True)]
+    assert e.schedule(6) == []  # evicted once
+    e.eviction_done("ns/g", 7)
+    assert admitted(e.schedule(7)) == []
+    view = e.workload("ns/g")
+    assert view is not None and view.reason == "Deactivated"
+    e.reactivate("ns/g", 8)
+    assert admitted(e.schedule(8)) == ["g"]
+
+
+def test_a_gang_reactivated_before_its_eviction_ran_is_not_evicted() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 1, 8), 0)
+    assert admitted(e.schedule(0)) == ["g"]
+    e.deactivate("ns/g", 1, "spec.active is false")
+    e.reactivate("ns/g", 1)
+    assert evicted(e.schedule(2)) == []
+    assert e.workload("ns/g").state == "Admitted"  # type: ignore[union-attr]
 
 
 def test_gang_with_running_pods_is_not_timed_out() -> None:

@@ -93,3 +93,33 @@ def test_a_changed_reason_reaches_the_workload_promptly(cluster_factory: Callabl
             assert status["reason"] == "InsufficientQuota", status
     finally:
         op.stop()
+
+
+def test_the_gang_that_becomes_next_says_so_promptly(cluster_factory: Callable[..., Cluster]) -> None:
+    """The gang ahead leaves the queue: the one behind it shows position 1 within
+    workloadDelaySeconds, though its reason (InsufficientQuota) did not change and a pending
+    write is otherwise due only every pendingMinIntervalSeconds (a minute here, as by default)."""
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    apply(sb, [{"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default"},
+                "spec": {"nodeLabels": {}}},
+               cluster_queue("cq", {"cpu": 2}, admission_mode="QuotaOnly"), local_queue("lq", "cq")])
+    config = operator_config(status={"workloadDelaySeconds": 0.5, "pendingDelaySeconds": 0.1,
+                                     "pendingMinIntervalSeconds": 60})
+    op = start_operator(sb, config)
+    try:
+        with FakeJobSetRunner(sb, pods=False):
+            apply(sb, [jobset("running", "lq", requests={"cpu": 2}, run_seconds=600)])
+            wait_for(lambda: admitted(sb, "running"), 15, "the first gang to be admitted")
+            apply(sb, [jobset("ahead", "lq", requests={"cpu": 2}, run_seconds=1)])
+            wait_for(lambda: workload_status(sb, "ahead").get("position") == 1, 10, "ahead's Workload")
+            apply(sb, [jobset("behind", "lq", requests={"cpu": 2}, run_seconds=1)])
+            status = wait_for(lambda: (s := workload_status(sb, "behind")).get("position") and s, 10,
+                              "behind's Workload")
+            assert status["position"] == 2 and status["reason"] == "InsufficientQuota", status
+            sb.call(sb.store.delete, "jobset.x-k8s.io", "jobsets", "default", "ahead")
+            status = wait_for(lambda: (s := workload_status(sb, "behind")).get("position") == 1 and s, 0.5 + 4,
+                              "behind's Workload to say it is next")
+            assert status["reason"] == "InsufficientQuota" and "position 1 of 1" in status["message"], status
+    finally:
+        op.stop()
