@@ -120,7 +120,8 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             others.append(d)
     for key in recovering - readmitted:
         log.warning("recovery: admitted JobSet %s no longer fits its queue: suspending it", key)
-        gangs.writer.write_suspend(state.entries[key], restore=True)
+        gangs.writer.write_suspend(state.entries[key], restore=True, eviction=(
+            "RestoreFailed", "recorded admission no longer fits its ClusterQueue after a restart"))
     for pod in gang_pods:
         kinds.apply("pods", "ADDED", pod, now)
     gangs.handle(others, now)

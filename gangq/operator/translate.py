@@ -32,6 +32,9 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 ADMISSION_ANNOTATION: Final = "gangq.io/admission"
 """On an admitted JobSet (written with the unsuspend): the ClusterQueue and flavors, JSON. A restart
 recognises admitted JobSets by it together with ``spec.suspend: false``."""
+EVICTION_ANNOTATION: Final = "gangq.io/eviction"
+"""On a JobSet gangq suspended after admitting it: ``{"reason", "message", "time"}`` of the last
+eviction, written in the suspending patch itself (:func:`eviction_record`)."""
 WORKLOAD_JOBSET_LABEL: Final = "gangq.io/jobset-name"
 CQ_FINALIZER: Final = "gangq.io/resource-in-use"
 """On every ClusterQueue: a queue deleted while it has admitted gangs stays (deleting, admitting
@@ -201,6 +204,12 @@ def jobset_signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
         tuple(sorted((k, v) for k, v in labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/")))),
         tuple(sorted((k, v) for k, v in ann.items() if k in _GANG_ANNOTATIONS)),
     )
+
+
+def eviction_record(reason: str, message: str, at: float) -> str:
+    """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted JobSet."""
+    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return json.dumps({"reason": reason, "message": message[:1024], "time": when}, sort_keys=True)
 
 
 def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -34,9 +34,11 @@ from gangq.operator.state import ControllerState
 from gangq.operator.translate import (
     ADMISSION_ANNOTATION,
     CQ_FINALIZER,
+    EVICTION_ANNOTATION,
     GROUP,
     VERSION,
     admission_json,
+    eviction_record,
     jobset_path,
     rfc3339,
 )
@@ -192,12 +194,19 @@ class Writer:
 
         self.spawn(key, write, critical=True)
 
-    def write_suspend(self, entry: Entry, *, restore: bool, event: tuple[str, str] | None = None) -> None:
+    def write_suspend(
+        self, entry: Entry, *, restore: bool, event: tuple[str, str] | None = None,
+        eviction: tuple[str, str] | None = None,
+    ) -> None:
         """Suspend the JobSet; with ``restore`` also put back its pod templates and drop the recorded
-        admission (an eviction). ``event``: (reason, message) of the Event to post."""
+        admission (an eviction). ``event``: (reason, message) of the Event to post; an eviction
+        (``restore``) records ``eviction`` or ``event`` — (reason, message) — in the annotation
+        ``gangq.io/eviction`` in the same patch: the Event is a separate write that a crash
+        between the two loses, and a researcher whose job stopped must find out why."""
         key = entry.key
         obj = entry.obj
         entry.writing = True
+        record = eviction or event
 
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
@@ -209,14 +218,17 @@ class Writer:
                     ops.append({"op": "add", "path": "/spec/suspend", "value": True})
                 ann = (current.get("metadata") or {}).get("annotations") or {}
                 removes_all = any(o["op"] == "remove" and o["path"] == "/metadata/annotations" for o in ops)
-                if ADMISSION_ANNOTATION in ann and not removes_all:
-                    if len(ann) == 1 or (len(ann) == 2 and any(
-                        o["op"] == "remove" and o["path"].startswith("/metadata/annotations/") for o in ops
-                    )):
-                        ops = [o for o in ops if not o["path"].startswith("/metadata/annotations")]
-                        ops.append({"op": "remove", "path": "/metadata/annotations"})
-                    else:
-                        ops.append({"op": "remove", "path": _ADMISSION_PATH})
+                kept = dict(ann)  # the annotations as they are to be
+                for o in ops:
+                    if o["op"] == "remove" and o["path"].startswith("/metadata/annotations/"):
+                        kept.pop(o["path"].removeprefix("/metadata/annotations/").replace("~1", "/"), None)
+                kept.pop(ADMISSION_ANNOTATION, None)
+                if record is not None:
+                    kept[EVICTION_ANNOTATION] = eviction_record(record[0], record[1], time.time())
+                if removes_all:
+                    kept = {k: v for k, v in kept.items() if k == EVICTION_ANNOTATION}
+                ops = [o for o in ops if not o["path"].startswith("/metadata/annotations")]
+                ops += _annotation_ops(ann, kept)
             if not any(o["path"] == "/spec/suspend" for o in ops):
                 ops.append({"op": "add", "path": "/spec/suspend", "value": True})
             return ops
@@ -313,6 +325,24 @@ class Writer:
                 log.debug("event for %s not posted: %s", entry.key, err)
 
         self.spawn(None, post)
+
+
+def _annotation_ops(old: Mapping[str, str], new: Mapping[str, str]) -> list[dict[str, Any]]:
+    """JSON Patch operations from annotations ``old`` to ``new``, key by key (an annotation
+    another controller set meanwhile is left alone), the map itself only when it appears or goes."""
+    if not new:
+        return [{"op": "remove", "path": "/metadata/annotations"}] if old else []
+    if not old:
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(new)}]
+    ops: list[dict[str, Any]] = [
+        {"op": "remove", "path": "/metadata/annotations/" + k.replace("~", "~0").replace("/", "~1")}
+        for k in old if k not in new
+    ]
+    ops += [
+        {"op": "add", "path": "/metadata/annotations/" + k.replace("~", "~0").replace("/", "~1"), "value": v}
+        for k, v in new.items() if old.get(k) != v
+    ]
+    return ops
 
 
 def _finalizer_ops(obj: Mapping[str, Any], add: bool) -> list[dict[str, Any]] | None:

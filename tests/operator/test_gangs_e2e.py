@@ -3,6 +3,7 @@ its scheduler and kubelet running the gangs' pods."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,6 +95,9 @@ def test_preemption_within_queue_and_reclaim_within_cohort(cluster_factory: Call
                           10, "the borrower to be reclaimed")
         assert condition(status, "Preempted")["reason"] == "InCohortReclamation"
         assert condition(status, "Evicted")["reason"] == "Preempted"
+        # the suspending patch itself says why: no Event or status write can be lost in between
+        record = json.loads((get(sb, "JobSet", "borrower") or {})["metadata"]["annotations"]["gangq.io/eviction"])
+        assert record["reason"] == "Preempted" and "owner" in record["message"], record
         wait_for(lambda: finished(sb, "owner"), 10, "the owner to run")
         wait_for(lambda: finished(sb, "borrower"), 20, "the borrower to resume and finish")
         assert runner.unsuspends["default/borrower"] == 2
