@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import cast
 
 from kubernetes.utils import parse_quantity as _untyped_parse
 from pydantic import ValidationError
 
 from gangq.api.jobset import Container, PodSpec, Quantity, ResourceRequirements, spec_error
+from gangq.api.quantity import QuantityError, check_magnitude
 from gangq.core.errors import SpecError
 
 _k8s_parse = cast(Callable[[str], Decimal], _untyped_parse)
@@ -45,10 +46,14 @@ def exact_quantity(value: Quantity, ctx: FieldContext, field: str) -> Decimal:
         raise ctx.error(field, f"{value!r} is not a quantity")
     try:
         amount = Decimal(value) if isinstance(value, int | float) else _k8s_parse(str(value).strip())
-    except (ValueError, TypeError, InvalidOperation) as err:
+    except (ValueError, TypeError, ArithmeticError) as err:  # ArithmeticError: decimal.Overflow of 1e999999999
         raise ctx.error(field, f"{value!r} is not a valid quantity (e.g. 500m, 2, 16Gi, 1e3)") from err
     if not amount.is_finite():
         raise ctx.error(field, f"{value!r} is not a finite quantity")
+    try:
+        check_magnitude(value, amount)
+    except QuantityError as err:
+        raise ctx.error(field, str(err)) from err
     if amount < 0:
         raise ctx.error(field, f"must not be negative, got {value!r}")
     return amount

@@ -208,22 +208,42 @@ def _weight(kind: str, name: str, fair: FairSharingModel | None) -> float:
     return milli / 1000
 
 
-def _selector(model: LabelSelectorModel | None) -> LabelSelector | None:
+def _selector(name: str, model: LabelSelectorModel | None) -> LabelSelector | None:
+    """The namespace selector; a requirement the selector type refuses (``In`` without values,
+    ``Exists`` with values) is a SpecError naming it, not a crash of the caller."""
     if model is None:
         return None
-    return LabelSelector(
-        model.match_labels, [LabelRequirement(r.key, r.operator, r.values) for r in model.match_expressions]
-    )
+    requirements = []
+    for i, r in enumerate(model.match_expressions):
+        try:
+            requirements.append(LabelRequirement(r.key, r.operator, r.values))
+        except ValueError as err:
+            raise SpecError("ClusterQueue", name, f"spec.namespaceSelector.matchExpressions[{i}]", str(err)) from err
+    return LabelSelector(model.match_labels, requirements)
 
 
 def resource_flavor(name: str, spec: Any) -> FlavorSpec:
-    m = parse_model(ResourceFlavorSpecModel, spec, "ResourceFlavor", name, "spec")
-    return FlavorSpec(
-        name,
-        m.node_labels,
-        [Taint(t.key, t.value, t.effect) for t in m.node_taints],
-        [Toleration(t.key, t.operator, t.value, t.effect) for t in m.tolerations],
-    )
+    """A ResourceFlavor; a taint or toleration Kubernetes would refuse on a pod (an empty key with
+    operator Equal, a value with operator Exists) is a SpecError naming it: the flavor's
+    tolerations are copied into admitted pod templates."""
+    kind = "ResourceFlavor"
+    m = parse_model(ResourceFlavorSpecModel, spec, kind, name, "spec")
+    taints = []
+    for i, t in enumerate(m.node_taints):
+        try:
+            taints.append(Taint(t.key, t.value, t.effect))
+        except ValueError as err:
+            raise SpecError(kind, name, f"spec.nodeTaints[{i}]", str(err)) from err
+    tolerations = []
+    for i, tol in enumerate(m.tolerations):
+        field = f"spec.tolerations[{i}]"
+        if tol.operator == "Exists" and tol.value:
+            raise SpecError(kind, name, f"{field}.value", "must be empty when operator is Exists")
+        try:
+            tolerations.append(Toleration(tol.key, tol.operator, tol.value, tol.effect))
+        except ValueError as err:
+            raise SpecError(kind, name, field, str(err)) from err
+    return FlavorSpec(name, m.node_labels, taints, tolerations)
 
 
 def cluster_queue(name: str, spec: Any) -> ClusterQueueSpec:
@@ -237,7 +257,7 @@ def cluster_queue(name: str, spec: Any) -> ClusterQueueSpec:
         _groups(kind, name, m.resource_groups),
         cohort=m.cohort_name or m.cohort,
         queueing_strategy=m.queueing_strategy,
-        namespace_selector=_selector(m.namespace_selector),
+        namespace_selector=_selector(name, m.namespace_selector),
         preemption=PreemptionSpec(
             p.within_cluster_queue, p.reclaim_within_cohort, bwc.policy, bwc.max_priority_threshold
         ),

@@ -63,6 +63,14 @@ _DURATION_UNITS: Final = {
     "m": Fraction(60),
     "h": Fraction(3600),
 }
+MAX_DURATION_SECONDS: Final = 9_223_372_036
+"""The longest runtime limit: Go's ``time.Duration`` (int64 nanoseconds) holds about 292 years, so
+a longer value is no duration Kubernetes tooling could write, and an unbounded one
+(``1e999999999``) would take the controller forever to turn into an exact number."""
+_MAX_MIN_MEMBER_DIGITS: Final = 10
+"""A min-member longer than this is out of range anyway (a gang has at most 2^31 pods per
+replicatedJob); checking the length first keeps ``int()`` away from 100,000-digit strings, which
+Python refuses (ValueError) and which would otherwise escape as a crash instead of a field error."""
 _IGNORE_MAX_RESTARTS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
 
 
@@ -141,6 +149,8 @@ def parse_duration(text: str) -> float:
     if number is not None:
         if not number.is_finite():
             raise ValueError(f"{text!r} is not a finite number of seconds")
+        if number > MAX_DURATION_SECONDS:  # before Fraction: Fraction(Decimal("1e999999999")) never ends
+            raise ValueError(f"{text!r} is too long (at most {MAX_DURATION_SECONDS} seconds, Go's longest duration)")
         seconds = Fraction(number)
     else:
         pos = 0
@@ -156,6 +166,8 @@ def parse_duration(text: str) -> float:
             )
     if seconds <= 0:
         raise ValueError(f"must be positive, got {text!r}")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"{text!r} is too long (at most {MAX_DURATION_SECONDS} seconds, Go's longest duration)")
     return float(seconds)
 
 
@@ -180,6 +192,9 @@ def pods_per_job(rjob: ReplicatedJob, error: FieldContext) -> int:
     batch/v1 allows only for NonIndexed Jobs; completions below parallelism caps the count.
     """
     job = rjob.template.spec
+    for field, value in (("parallelism", job.parallelism), ("completions", job.completions)):
+        if value is not None and value < 0:  # batch/v1 rejects it; the JobSet CRD does not check it
+            raise error.error(f"template.spec.{field}", f"must not be negative, got {value}")
     parallelism = 1 if job.parallelism is None else job.parallelism
     if job.completions is None:
         mode = job.completion_mode or "Indexed"  # JobSet's webhook default
@@ -376,7 +391,7 @@ def jobset_to_workload(
     min_member: int | None = None
     if MIN_MEMBER_ANNOTATION in annotations:
         text = annotations[MIN_MEMBER_ANNOTATION].strip()
-        if not _INT.match(text) or not 1 <= int(text) <= total:
+        if not _INT.match(text) or len(text) > _MAX_MIN_MEMBER_DIGITS or not 1 <= int(text) <= total:
             raise SpecError(
                 KIND,
                 key,

@@ -4,7 +4,8 @@
 applied (kopf's initial list after the restart's own), and a configuration object whose relevant
 part did not change (our own status writes come back as MODIFIED events, and an upsert re-routes
 every pending workload) — then calls the kind's handler. Bad input never stops the loop: an
-invalid queue object is reported on its status and left out of the engine.
+invalid queue object is reported on its status and left out of the engine (a ResourceFlavor,
+which has no status, on the status of the ClusterQueues that name it).
 """
 
 from __future__ import annotations
@@ -103,22 +104,38 @@ class Kinds:
     # ------------------------------------------------------------------------------------------
 
     def resource_flavor(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """An invalid flavor is left out of the engine (an older valid version too: its queues must
+        not admit with a spec the admin replaced); a ResourceFlavor has no status, so the error is
+        told on the status of every ClusterQueue that names it (see ``Statuses.flavor_errors``)."""
         if event_type == "DELETED":
             self.engine.delete_flavor(key)
+            self.statuses.flavor_errors.pop(key, None)
             return
         try:
             self.engine.upsert_flavor(queues.resource_flavor(key, obj.get("spec")))
         except SpecError as err:
-            log.warning("ignoring invalid %s", err)
+            log.warning("%s", err)
+            self.engine.delete_flavor(key)
+            self.statuses.flavor_errors[key] = str(err)
+        else:
+            self.statuses.flavor_errors.pop(key, None)
 
     def cohort(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """An invalid Cohort (a parent cycle, bad quota) is left out of the engine and reported on
+        its status, like a ClusterQueue."""
+        kind_key = f"co:{key}"
         if event_type == "DELETED":
             self.engine.delete_cohort(key)
+            self.statuses.queue_deleted(kind_key)
             return
+        problem: SpecError | None = None
         try:
             self.engine.upsert_cohort(queues.cohort(key, obj.get("spec")))
         except SpecError as err:
-            log.warning("ignoring invalid %s", err)
+            log.warning("%s", err)
+            problem = err
+            self.engine.delete_cohort(key)
+        self.statuses.queue_seen(kind_key, problem)
 
     def cluster_queue(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         kind_key = f"cq:{key}"

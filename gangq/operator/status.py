@@ -52,8 +52,9 @@ class Statuses:
         self.writer = writer
         self.dirty: list[tuple[float, int, str]] = []  # heap of (due, seq, key)
         self._dirty_seq = 0
-        self.queue_errors: dict[str, str] = {}  # "cq:<name>" / "lq:<ns/name>" -> spec error
-        self.queue_written: dict[str, Any] = {}  # "cq:<name>" / "lq:<ns/name>" -> status last written
+        self.queue_errors: dict[str, str] = {}  # "cq:<name>" / "lq:<ns/name>" / "co:<name>" -> spec error
+        self.queue_written: dict[str, Any] = {}  # "cq:<name>" / "lq:<ns/name>" / "co:<name>" -> status last written
+        self.flavor_errors: dict[str, str] = {}  # ResourceFlavor name -> why it was left out of the engine
         self._last_queue_flush = 0.0
 
     # ------------------------------------------------------------------------------------------
@@ -259,8 +260,8 @@ class Statuses:
     # ------------------------------------------------------------------------------------------
 
     def queue_seen(self, kind_key: str, err: SpecError | None) -> None:
-        """A ClusterQueue (``cq:<name>``) or LocalQueue (``lq:<ns>/<name>``) was applied; ``err``:
-        why its spec was rejected (reported on its status)."""
+        """A ClusterQueue (``cq:<name>``), LocalQueue (``lq:<ns>/<name>``) or Cohort (``co:<name>``)
+        was applied; ``err``: why its spec was rejected (reported on its status)."""
         if err is None:
             self.queue_errors.pop(kind_key, None)
         else:
@@ -279,12 +280,19 @@ class Statuses:
                 counts[0 if entry.state in ("Pending", "Inadmissible") else 1] += 1
         for kind_key in list(self.queue_written):
             kind, _, name = kind_key.partition(":")
-            status = self._cq_status(name) if kind == "cq" else self._lq_status(name, lq_counts.get(name, [0, 0]))
+            if kind == "cq":
+                status = self._cq_status(name)
+            elif kind == "co":
+                status = self._cohort_status(name)
+            else:
+                status = self._lq_status(name, lq_counts.get(name, [0, 0]))
             if status == self.queue_written.get(kind_key):
                 continue
             self.queue_written[kind_key] = status
             if kind == "cq":
                 path = resource_path(GROUP, VERSION, "clusterqueues", None, name, "status")
+            elif kind == "co":
+                path = resource_path(GROUP, VERSION, "cohorts", None, name, "status")
             else:
                 ns, _, lq = name.partition("/")
                 path = resource_path(GROUP, VERSION, "localqueues", ns, lq, "status")
@@ -325,7 +333,7 @@ class Statuses:
             reason = "Stopped" if view.inactive_reason.startswith("stopped") else "FlavorNotFound"
             if "flavor" not in view.inactive_reason.lower() and reason != "Stopped":
                 reason = "Inactive"
-            cond = _active(False, reason, view.inactive_reason, old)
+            cond = _active(False, reason, self._with_flavor_error(view.inactive_reason), old)
         return {
             "pendingWorkloads": view.pending,
             "admittedWorkloads": view.admitted,
@@ -334,6 +342,22 @@ class Statuses:
             "gpu": f"{gpu_used}/{gpu_nominal}" if has_gpu else None,
             "conditions": [cond],
         }
+
+    def _with_flavor_error(self, message: str) -> str:
+        """A ClusterQueue inactive for a missing flavor that exists but is invalid says what is
+        wrong with it: the flavor has no status of its own, and "not found" alone sends the
+        admin looking for an object that is there."""
+        for name, error in self.flavor_errors.items():
+            if f"flavor {name!r} not found" in message:
+                return f"{message}: the ResourceFlavor is invalid: {error}"
+        return message
+
+    def _cohort_status(self, name: str) -> dict[str, Any]:
+        old = self.queue_written.get(f"co:{name}")
+        error = self.queue_errors.get(f"co:{name}")
+        if error is not None:
+            return {"conditions": [_active(False, "InvalidSpec", error, old)]}
+        return {"conditions": [_active(True, "Ready", "Can lend and borrow quota", old)]}
 
     def _lq_status(self, key: str, counts: list[int]) -> dict[str, Any]:
         old = self.queue_written.get(f"lq:{key}")

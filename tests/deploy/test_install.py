@@ -196,8 +196,11 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         ("", "nodes", "list"),
         ("scheduling.k8s.io", "priorityclasses", "watch"),
         ("gangq.io", "workloads", "create"),
+        ("gangq.io", "workloads", "watch"),  # spec.active, flipped by an admin
+        ("gangq.io", "workloads", "patch"),  # spec.active: false over the pods-ready backoff limit
         ("gangq.io", "workloads/status", "patch"),
         ("gangq.io", "clusterqueues/status", "patch"),
+        ("gangq.io", "cohorts/status", "patch"),
         ("gangq.io", "clusterqueues", "patch"),
         ("jobset.x-k8s.io", "jobsets", "patch"),
         ("", "events", "create"),
