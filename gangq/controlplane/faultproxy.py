@@ -6,12 +6,14 @@ token; the proxy forwards every request to kube-apiserver over TLS, streaming th
 included), unless a fault rule says otherwise. The rules, their JSON form and the request counters
 are the sandbox's (:mod:`gangq.sandbox.faults`): the same ``Faults.add_rule(...)`` or ``POST
 /debug/faults`` fails the same requests on both control planes. ``{"dropWatches": true}`` closes
-every watch stream open through the proxy, as a broken connection does.
+every watch stream open through the proxy, as a broken connection does; ``{"expireWatches": true}``
+ends each with an ERROR 410 event, as the API server ends a watch whose resourceVersion is too old.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import ssl
@@ -66,6 +68,48 @@ def classify(method: str, path: str, query: dict[str, str]) -> tuple[str, str, s
     return verb, resource, namespace
 
 
+class _Watch:
+    """One watch stream through the proxy, forwarded event by event (whole lines), so that the
+    proxy can end it with an event of its own."""
+
+    def __init__(self, request: web.Request, stream: web.StreamResponse) -> None:
+        self.request = request
+        self.stream = stream
+        self.partial = b""  # the start of an event whose end has not arrived yet
+        self.lock = asyncio.Lock()
+        self.ended = False
+
+    async def forward(self, chunk: bytes) -> bool:
+        """Write the complete events of ``chunk``; False once the proxy ended the stream."""
+        async with self.lock:
+            if self.ended:
+                return False
+            data = self.partial + chunk
+            end = data.rfind(b"\n") + 1
+            self.partial = data[end:]
+            if end:
+                await self.stream.write(data[:end])
+            return True
+
+    async def expire(self) -> None:
+        async with self.lock:
+            if self.ended:
+                return
+            self.ended = True
+            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "too old resource version (fault proxy: expireWatches)", "reason": "Expired",
+                      "code": 410}
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await self.stream.write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
+                await self.stream.write_eof()
+            self.drop()
+
+    def drop(self) -> None:
+        self.ended = True
+        if self.request.transport is not None:
+            self.request.transport.close()
+
+
 class FaultProxy:
     """The proxy on ``127.0.0.1:port``, on its own event loop in a background thread."""
 
@@ -81,7 +125,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._watches: set[web.Request] = set()
+        self._watches: dict[int, _Watch] = {}  # the watch streams open through the proxy
         self._started = threading.Event()
         self._error: BaseException | None = None
 
@@ -156,10 +200,17 @@ class FaultProxy:
             await self._session.close()
 
     def _drop_watches(self) -> None:
-        for request in list(self._watches):
-            if request.transport is not None:
-                request.transport.close()
+        for watch in list(self._watches.values()):
+            watch.drop()
         self._watches.clear()
+
+    async def _expire_watches(self) -> None:
+        """End every watch stream as a real API server ends one whose resourceVersion is too old:
+        an ERROR event with a 410 ``Expired`` Status, at an event boundary."""
+        watches = list(self._watches.values())
+        self._watches.clear()
+        for watch in watches:
+            await watch.expire()
 
     async def _debug_faults(self, request: web.Request) -> web.Response:
         if request.method == "DELETE":
@@ -169,6 +220,8 @@ class FaultProxy:
                 config = await request.json()
                 if isinstance(config, dict) and config.pop("dropWatches", False):
                     self._drop_watches()
+                if isinstance(config, dict) and config.pop("expireWatches", False):
+                    await self._expire_watches()
                 self.faults.configure(config)
             except (ValueError, FaultsError, AttributeError) as err:
                 return web.json_response({"kind": "Status", "status": "Failure", "code": 400,
@@ -203,16 +256,23 @@ class FaultProxy:
                 stream = web.StreamResponse(status=upstream.status, headers={
                     k: v for k, v in upstream.headers.items() if k.lower() not in _HOP})
                 await stream.prepare(request)
-                if verb == "watch":
-                    self._watches.add(request)
+                watch = _Watch(request, stream) if verb == "watch" and upstream.status == 200 else None
+                if watch is not None:
+                    self._watches[id(watch)] = watch
                 try:
                     async for chunk in upstream.content.iter_any():
-                        await stream.write(chunk)
+                        if watch is None:
+                            await stream.write(chunk)
+                        elif not await watch.forward(chunk):
+                            break
+                    if watch is not None and watch.partial and not watch.ended:
+                        await stream.write(watch.partial)
                     await stream.write_eof()
                 except (ConnectionResetError, aiohttp.ClientError, asyncio.CancelledError):
                     pass  # the client or the proxy (dropWatches) closed the stream
                 finally:
-                    self._watches.discard(request)
+                    if watch is not None:
+                        self._watches.pop(id(watch), None)
                 return stream
         except aiohttp.ClientError as err:
             log.info("fault proxy: %s %s: upstream failed: %s", request.method, request.path, err)

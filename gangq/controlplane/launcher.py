@@ -276,6 +276,22 @@ class ControlPlane:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def restart(self, name: str, *, hard: bool = False, down_seconds: float = 0.0) -> None:
+        """Stop one component (SIGKILL when ``hard``, else SIGTERM) and start it again with the same
+        arguments — etcd with its data directory kept — then wait until the API server is ready.
+        The chaos suite's API-server restarts and etcd crashes (benchmarks/chaos.py)."""
+        process = next((p for p in self.processes if p.name == name), None)
+        if process is None:
+            raise ControlPlaneError(f"no component named {name!r}")
+        if hard and process.popen is not None and process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(10)
+        else:
+            process.stop()
+        time.sleep(down_seconds)
+        process.start()
+        self._wait(f"kube-apiserver after restarting {name}", self._apiserver_ready)
+
     def check(self) -> None:
         """Raise :class:`ControlPlaneError` if a component has exited."""
         for process in self.processes:

@@ -1,0 +1,792 @@
+"""Chaos: a burst of gangs through two ``gangq run`` replicas with leader election while faults hit
+the controllers and the API server; an independent watcher checks gangq's safety rules at every
+watch event.
+
+    python benchmarks/chaos.py [--quick] [--control-plane emulated|real] [--seed N] --json OUT.json
+
+The cluster: 4 nodes of 8 cpu, two ClusterQueues of 12 cpu in one cohort (they borrow from each
+other; ``withinClusterQueue: LowerPriority``, ``reclaimWithinCohort: Any``), two
+WorkloadPriorityClasses. The gangs: JobSets of 1–3 pods of 1–4 cpu that run 2–5 s, a fifth of them
+high priority, submitted over the first part of the run (300; ``--quick`` 60). Each replica is
+``python -m gangq.operator run`` with the embedded JobSet reconciler, talking to the API server
+through a fault-injecting proxy (:mod:`gangq.controlplane.faultproxy`, on both control planes);
+the watcher and the runner talk to the API server directly.
+
+Faults, at random moments (seeded), each kind in turn in a shuffled order: ``kill9_leader``,
+``kill9_standby`` (restarted a second later, as a Deployment would), ``sigterm_leader_in_burst``
+(SIGTERM to the leader half a second after a burst of submissions), ``drop_watches``,
+``expire_watches`` (every stream ended with an ERROR 410 event, as for a too old
+resourceVersion), ``storm_5xx`` and
+``storm_429`` (half of all requests for 4 s), ``conflicts_409`` (half of the JobSet patches for
+4 s), ``latency`` (300 ms on every request for 5 s); on the real control plane also
+``apiserver_restart`` and ``etcd_kill9`` (restarted with its data kept).
+
+The watcher's rules, each a violation when broken:
+
+- ``unsuspended_without_admission``: a JobSet runs without the ``gangq.io/admission`` record;
+- ``over_quota``: the running JobSets of a ClusterQueue use more cpu than it may (its nominal
+  quota plus what it may borrow), or the cohort's more than its queues' nominal quotas together;
+- ``over_nodes``: the running JobSets use more cpu than the nodes have;
+- ``suspended_without_eviction_record``: a running JobSet is suspended without a new
+  ``gangq.io/eviction`` record (written in the suspending patch itself);
+- ``admitted_twice``: a running JobSet's admission record changes without a suspension between;
+- ``partly_running``: a gang has some pods running and others not for more than 30 s, or pods
+  running while its JobSet is suspended for more than 30 s (outside API-server outages).
+
+At the end every gang must have finished. Writes ``{"faults_injected", "faults_by_kind",
+"violations", "violation_examples", "gangs_submitted", "gangs_finished", "max_recovery_seconds",
+"leader_failovers", ...}``: ``max_recovery_seconds`` is, over the faults, the longest time from the
+end of a fault to the next admission (while gangs were waiting); ``failover_seconds`` the times from
+a leader's death to a new leader holding the Lease. Targets: 0 violations, every gang finished,
+failover ≤ lease duration + 5 s; the exit code is 1 when one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gangq.api.quantity import parse_quantity  # noqa: E402
+from gangq.controlplane.faultproxy import FaultProxy  # noqa: E402
+from gangq.sandbox.runtime import free_port  # noqa: E402
+
+NODES = "4x{cpu:8,memory:32Gi}"
+NODE_CPU_MILLI = 4 * 8000
+QUEUES = {"cq-a": 12, "cq-b": 12}  # nominal cpu; each may borrow all of the other's
+LEASE_DURATION = 6.0
+GRACE_SECONDS = 30.0
+JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
+RUN_SECONDS = "sandbox.gangq.io/run-seconds"
+COMMON_FAULTS = ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst", "drop_watches", "expire_watches",
+                 "storm_5xx", "storm_429", "conflicts_409", "latency")
+REAL_FAULTS = ("apiserver_restart", "etcd_kill9")
+
+
+# ----------------------------------------------------------------------------------------------
+# The control planes
+# ----------------------------------------------------------------------------------------------
+
+class EmulatedPlane:
+    """The sandbox (API emulator with nodes, scheduler, Job controller and kubelet) in its own process."""
+
+    name = "emulated"
+    lease_namespace = "default"
+    faults = COMMON_FAULTS
+
+    def __init__(self, tmp: Path) -> None:
+        from gangq.sandbox.runtime import Sandbox
+
+        self.sb = Sandbox(mode="subprocess", nodes=NODES, kubeconfig=tmp / "admin.kubeconfig").start()
+        self.url = self.sb.url
+        self.ca_file: Path | None = None
+        self.token = ""
+        self.controller_token = "sandbox"
+        self.admin_kubeconfig = self.sb.kubeconfig
+
+    def install(self) -> None:
+        from gangq.operator.install import install_crds
+        from gangq.operator.kube import Credentials, KubeClient
+
+        async def go() -> None:
+            client = KubeClient(Credentials.load(self.admin_kubeconfig))
+            try:
+                await install_crds(client)
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+
+    def restart(self, name: str, *, hard: bool) -> None:
+        raise NotImplementedError(name)
+
+    def stop(self) -> None:
+        self.sb.stop()
+
+
+class RealPlane:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (``gangq.controlplane``)."""
+
+    name = "real"
+    faults = COMMON_FAULTS + REAL_FAULTS
+
+    def __init__(self, tmp: Path) -> None:
+        from gangq.controlplane.launcher import ControlPlane
+        from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+
+        self.lease_namespace = CONTROLLER_NAMESPACE
+        self.cp = ControlPlane(workdir=tmp / "control-plane", nodes=NODES,
+                               announce=lambda line: print(line, file=sys.stderr))
+        self.cp.start()
+        self.url = self.cp.url
+        self.ca_file = self.cp.pki.ca_cert
+        self.token = self.cp.pki.identities["admin"].token
+        self.controller_token = self.cp.pki.identities["controller"].token
+        self.admin_kubeconfig = self.cp.kubeconfig("admin")
+
+    def install(self) -> None:
+        from gangq.controlplane.install import install
+
+        install(self.cp, embedded_jobset=True)
+
+    def restart(self, name: str, *, hard: bool) -> None:
+        self.cp.restart(name, hard=hard, down_seconds=1.0)
+
+    def stop(self) -> None:
+        self.cp.stop()
+
+
+Plane = EmulatedPlane | RealPlane
+
+
+# ----------------------------------------------------------------------------------------------
+# The objects
+# ----------------------------------------------------------------------------------------------
+
+def queue_objects() -> list[dict[str, Any]]:
+    g = "gangq.io/v1alpha1"
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": g, "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {"nodeLabels": {}}},
+        {"apiVersion": g, "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}, "value": 100},
+        {"apiVersion": g, "kind": "WorkloadPriorityClass", "metadata": {"name": "low"}, "value": 0},
+    ]
+    for name, cpu in QUEUES.items():
+        docs.append({"apiVersion": g, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
+            "cohort": "pool",
+            "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default", "resources": [
+                {"name": "cpu", "nominalQuota": str(cpu)}, {"name": "memory", "nominalQuota": "96Gi"}]}]}],
+        }})
+        docs.append({"apiVersion": g, "kind": "LocalQueue", "metadata": {"name": name.replace("cq", "lq"),
+                                                                         "namespace": "default"},
+                     "spec": {"clusterQueue": name}})
+    return docs
+
+
+@dataclass
+class Gang:
+    name: str
+    queue: str
+    pods: int
+    cpu: int
+    run_seconds: float
+    priority: str
+
+    def jobset(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": self.name, "namespace": "default",
+                         "labels": {"gangq.io/queue-name": self.queue, "gangq.io/priority-class": self.priority}},
+            "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": self.pods, "template": {"spec": {
+                "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                "template": {
+                    "metadata": {"annotations": {RUN_SECONDS: str(self.run_seconds)}},
+                    "spec": {"restartPolicy": "Never", "containers": [{
+                        "name": "c", "image": "busybox",
+                        "resources": {"requests": {"cpu": str(self.cpu), "memory": "1Gi"}}}]},
+                }}}}]},
+        }
+
+
+def plan(count: int, rng: random.Random) -> list[Gang]:
+    return [Gang(f"g{i:04d}", rng.choice(["lq-a", "lq-b"]), rng.randint(1, 3), rng.randint(1, 4),
+                 round(rng.uniform(2.0, 5.0), 1), "high" if rng.random() < 0.2 else "low") for i in range(count)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The API, directly (the runner and the watcher are not behind the fault proxy)
+# ----------------------------------------------------------------------------------------------
+
+class Api:
+    def __init__(self, plane: Plane) -> None:
+        self.url = plane.url
+        self.headers = {"Authorization": f"Bearer {plane.token}"} if plane.token else {}
+        self.ssl: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(plane.ca_file)) if plane.ca_file is not None else False)
+
+    def session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.ssl, limit=32), headers=self.headers,
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+
+    async def request(self, session: aiohttp.ClientSession, method: str, path: str, body: Any = None,
+                      attempts: int = 60) -> tuple[int, Any]:
+        """A request retried through outages (5xx, 429, refused connections) for up to a minute."""
+        for attempt in range(attempts):
+            try:
+                async with session.request(method, self.url + path, json=body,
+                                           timeout=aiohttp.ClientTimeout(total=15)) as resp:
+                    data = await resp.json(content_type=None)
+                    if resp.status < 429 or attempt == attempts - 1:
+                        return resp.status, data
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                if attempt == attempts - 1:
+                    raise
+            await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
+
+# ----------------------------------------------------------------------------------------------
+# The watcher
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class JobSetSeen:
+    running: bool = False
+    suspended: bool = True
+    terminal: str | None = None
+    admission: str | None = None
+    eviction: str | None = None
+    cq: str | None = None
+    cpu_milli: int = 0
+
+
+@dataclass
+class Watcher:
+    """Watches JobSets and pods on the API server and checks the rules of the module docstring at
+    every event (see :meth:`jobset_event`, :meth:`pod_event` and :meth:`check_pods`)."""
+
+    api: Api
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    jobsets: dict[str, JobSetSeen] = field(default_factory=dict)
+    pods: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # pod -> (gang, phase, bound)
+    admissions: list[tuple[float, str]] = field(default_factory=list)
+    first_admitted: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    evictions: int = 0
+    outages: list[tuple[float, float]] = field(default_factory=list)  # API-server outages (start, end)
+    partial_since: dict[str, float] = field(default_factory=dict)
+    events: int = 0
+
+    def violation(self, kind: str, name: str, detail: str) -> None:
+        self.violations.append({"kind": kind, "jobset": name, "detail": detail, "at": round(time.time(), 3)})
+
+    # -- JobSets -----------------------------------------------------------------------------------
+    def jobset_event(self, obj: dict[str, Any]) -> None:
+        self.events += 1
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        ann = meta.get("annotations") or {}
+        suspended = bool((obj.get("spec") or {}).get("suspend"))
+        terminal = _terminal(obj)
+        admission = ann.get("gangq.io/admission")
+        eviction = ann.get("gangq.io/eviction")
+        prev = self.jobsets.get(name) or JobSetSeen()
+        running = not suspended and terminal is None
+        if not suspended and admission is None:
+            self.violation("unsuspended_without_admission", name, "spec.suspend is false without gangq.io/admission")
+        if prev.running and running and admission != prev.admission:
+            self.violation("admitted_twice", name, f"admission changed while running: {prev.admission} -> {admission}")
+        if prev.running and suspended and terminal is None:
+            self.evictions += 1
+            if eviction is None or eviction == prev.eviction:
+                self.violation("suspended_without_eviction_record", name, f"gangq.io/eviction is {eviction!r}")
+        now = time.time()
+        if running and not prev.running:
+            self.admissions.append((now, name))
+            self.first_admitted.setdefault(name, now)
+        if terminal is not None and name not in self.finished:
+            self.finished[name] = now
+        cq, cpu = _usage(admission) if running else (None, 0)
+        self.jobsets[name] = JobSetSeen(running, suspended, terminal, admission, eviction, cq, cpu)
+        if running:
+            self.check_quota(name)
+
+    def check_quota(self, name: str) -> None:
+        by_cq: dict[str, int] = {}
+        for seen in self.jobsets.values():
+            if seen.running and seen.cq is not None:
+                by_cq[seen.cq] = by_cq.get(seen.cq, 0) + seen.cpu_milli
+        cohort = sum(QUEUES.values()) * 1000
+        total = sum(by_cq.values())
+        for cq, used in by_cq.items():
+            if used > cohort:  # nominal plus everything it may borrow: the whole cohort
+                self.violation("over_quota", name, f"ClusterQueue {cq} runs {used}m cpu, may use {cohort}m")
+        if total > cohort:
+            self.violation("over_quota", name, f"cohort pool runs {total}m cpu of {cohort}m nominal")
+        if total > NODE_CPU_MILLI:
+            self.violation("over_nodes", name, f"{total}m cpu running on nodes of {NODE_CPU_MILLI}m")
+
+    # -- pods ------------------------------------------------------------------------------------
+    def pod_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        self.events += 1
+        meta = obj.get("metadata") or {}
+        key = str(meta.get("name"))
+        gang = (meta.get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name")
+        if gang is None:
+            return
+        phase = str((obj.get("status") or {}).get("phase") or "Pending")
+        if event_type == "DELETED" or phase in ("Succeeded", "Failed"):
+            self.pods.pop(key, None)
+        else:
+            self.pods[key] = (gang, phase, bool((obj.get("spec") or {}).get("nodeName")))
+
+    def check_pods(self, now: float) -> None:
+        """A gang partly running, or running while suspended, for longer than the grace period
+        (outside API-server outages, when nothing can progress)."""
+        running: dict[str, int] = {}
+        waiting: dict[str, int] = {}
+        for gang, phase, _bound in self.pods.values():
+            if phase == "Running":
+                running[gang] = running.get(gang, 0) + 1
+            else:
+                waiting[gang] = waiting.get(gang, 0) + 1
+        bad = set()
+        for gang in running:
+            seen = self.jobsets.get(gang)
+            if waiting.get(gang) or (seen is not None and seen.suspended):
+                bad.add(gang)
+        for gang in list(self.partial_since):
+            if gang not in bad:
+                del self.partial_since[gang]
+        for gang in bad:
+            since = self.partial_since.setdefault(gang, now)
+            lost = sum(max(0.0, min(end, now) - max(start, since)) for start, end in self.outages)
+            if now - since - lost > GRACE_SECONDS:
+                seen = self.jobsets.get(gang)
+                what = "running while suspended" if seen is not None and seen.suspended else "partly running"
+                self.violation("partly_running", gang, f"{what} for {now - since:.0f} s ({running[gang]} running, "
+                                                       f"{waiting.get(gang, 0)} not)")
+                self.partial_since[gang] = now  # reported once per grace period
+
+    # -- the watches ------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        async with self.api.session() as session:
+            tasks = [asyncio.ensure_future(self._watch(session, f"{JS_PATH}/namespaces/default/jobsets", stop,
+                                                       lambda t, o: self.jobset_event(o))),
+                     asyncio.ensure_future(self._watch(session, "/api/v1/namespaces/default/pods", stop,
+                                                       self.pod_event)),
+                     asyncio.ensure_future(self._pods_loop(stop))]
+            await stop.wait()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _pods_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.check_pods(time.time())
+            await asyncio.sleep(1.0)
+
+    async def _watch(self, session: aiohttp.ClientSession, path: str, stop: asyncio.Event, handle: Any) -> None:
+        """List, then watch from the list's resourceVersion; list again after any break (an
+        API-server restart, an expired resourceVersion)."""
+        while not stop.is_set():
+            try:
+                status, listing = await self.api.request(session, "GET", path)
+                if status != 200:
+                    raise aiohttp.ClientError(f"list {path}: {status}")
+                for item in listing.get("items") or []:
+                    handle("ADDED", item)
+                rv = listing["metadata"]["resourceVersion"]
+                url = f"{self.api.url}{path}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=None, sock_read=90)) as resp:
+                    if resp.status != 200:
+                        raise aiohttp.ClientError(f"watch {path}: {resp.status}")
+                    async for line in resp.content:
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        if event.get("type") == "ERROR":
+                            break
+                        if event.get("type") != "BOOKMARK":
+                            handle(event["type"], event["object"])
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
+                await asyncio.sleep(0.5)
+
+
+def _terminal(obj: dict[str, Any]) -> str | None:
+    status = obj.get("status") or {}
+    if status.get("terminalState"):
+        return str(status["terminalState"])
+    for cond in status.get("conditions") or []:
+        if cond.get("type") in ("Completed", "Failed") and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
+
+
+def _usage(admission: str | None) -> tuple[str | None, int]:
+    """(ClusterQueue, cpu in millicores) of a ``gangq.io/admission`` record."""
+    if admission is None:
+        return None, 0
+    try:
+        record = json.loads(admission)
+        cpu = sum(parse_quantity((a.get("resourceUsage") or {}).get("cpu", 0), "cpu")
+                  for a in record.get("podSetAssignments") or [])
+        return str(record.get("clusterQueue")), int(cpu)
+    except (ValueError, TypeError, AttributeError):
+        return None, 0
+
+
+# ----------------------------------------------------------------------------------------------
+# The controllers
+# ----------------------------------------------------------------------------------------------
+
+class Replica:
+    """One ``gangq run`` process; restarted after it dies, as a Deployment would."""
+
+    def __init__(self, index: int, kubeconfig: Path, config: Path, tmp: Path) -> None:
+        self.index = index
+        self.kubeconfig = kubeconfig
+        self.config = config
+        self.tmp = tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.generation = 0
+
+    def start(self) -> None:
+        self.generation += 1
+        log = (self.tmp / f"controller-{self.index}-{self.generation}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "gangq.operator", "run", "--kubeconfig", str(self.kubeconfig),
+             "--config", str(self.config), "--metrics-port", str(free_port())],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int | None:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            if self.wait(10) is None:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Fault:
+    kind: str
+    start: float
+    end: float = 0.0
+    failover_seconds: float | None = None
+
+
+class Chaos:
+    def __init__(self, plane: Plane, tmp: Path, args: argparse.Namespace) -> None:
+        self.plane = plane
+        self.tmp = tmp
+        self.quick = args.quick
+        self.rng = random.Random(args.seed)
+        self.api = Api(plane)
+        self.watcher = Watcher(self.api)
+        self.proxy = FaultProxy(plane.url, plane.ca_file).start()
+        kubeconfig = self.proxy.kubeconfig(tmp / "controller.kubeconfig", plane.controller_token)
+        config = {
+            "leaderElection": {"namespace": plane.lease_namespace, "leaseDurationSeconds": LEASE_DURATION,
+                               "renewIntervalSeconds": 2.0},
+            "podsReady": {"enable": False},
+            "status": {"workloadDelaySeconds": 1.0},
+            "api": {"qps": 500, "burst": 1000},
+        }
+        (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+        self.replicas = [Replica(i, kubeconfig, tmp / "config.yaml", tmp) for i in (1, 2)]
+        self.faults: list[Fault] = []
+        self.unplanned_exits: list[dict[str, Any]] = []  # replicas that exited without a fault doing it
+        self.restarting: set[int] = set()  # replicas a fault is stopping and starting
+        self.gangs = plan(60 if self.quick else 300, self.rng)
+        self.submitted: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    # -- the lease -----------------------------------------------------------------------------
+    async def holder(self, session: aiohttp.ClientSession) -> str | None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.plane.lease_namespace}/leases/gangq-controller"
+        try:
+            async with session.get(self.api.url + path, timeout=aiohttp.ClientTimeout(total=3)) as resp:
+                if resp.status != 200:
+                    return None
+                lease = await resp.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        spec = lease.get("spec") or {}
+        renewed = spec.get("renewTime")
+        if not spec.get("holderIdentity") or not renewed:
+            return None
+        return str(spec["holderIdentity"])
+
+    def replica_of(self, identity: str | None) -> Replica | None:
+        for replica in self.replicas:
+            if identity is not None and replica.pid is not None and f"-{replica.pid}-" in f"-{identity}-":
+                return replica
+        return None
+
+    async def leader(self, session: aiohttp.ClientSession) -> Replica | None:
+        return self.replica_of(await self.holder(session))
+
+    async def wait_new_leader(self, session: aiohttp.ClientSession, old: str | None, since: float) -> float | None:
+        """Seconds from ``since`` until a live replica other than ``old`` holds the Lease."""
+        deadline = since + LEASE_DURATION + 30
+        while time.time() < deadline:
+            identity = await self.holder(session)
+            if identity is not None and identity != old and self.replica_of(identity) is not None:
+                return time.time() - since
+            await asyncio.sleep(0.1)
+        return None
+
+    # -- submissions ---------------------------------------------------------------------------
+    async def submit(self, session: aiohttp.ClientSession, gangs: list[Gang]) -> None:
+        for gang in gangs:
+            status, body = await self.api.request(session, "POST", f"{JS_PATH}/namespaces/default/jobsets",
+                                                  gang.jobset())
+            if status not in (200, 201, 409):
+                raise RuntimeError(f"cannot create JobSet {gang.name}: {status} {body}")
+            self.submitted.setdefault(gang.name, time.time())
+
+    async def submitter(self, session: aiohttp.ClientSession, spread: float, burst: list[Gang]) -> None:
+        """Submit the gangs (other than the burst's) evenly over ``spread`` seconds."""
+        rest = [g for g in self.gangs if g not in burst]
+        start = time.time()
+        for i, gang in enumerate(rest):
+            await asyncio.sleep(max(0.0, start + spread * i / len(rest) - time.time()))
+            await self.submit(session, [gang])
+
+    # -- faults --------------------------------------------------------------------------------
+    async def faults_config(self, session: aiohttp.ClientSession, config: dict[str, Any]) -> None:
+        async with session.post(self.proxy.url + "/debug/faults", json=config) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"fault proxy: {resp.status} {await resp.text()}")
+
+    async def inject(self, kind: str, session: aiohttp.ClientSession, proxy: aiohttp.ClientSession,
+                     burst: list[Gang]) -> None:
+        fault = Fault(kind, time.time())
+        self.faults.append(fault)
+        print(f"chaos: {kind}", file=sys.stderr, flush=True)
+        if kind in ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst"):
+            identity = await self.holder(session)
+            leader = self.replica_of(identity)
+            target = leader if kind != "kill9_standby" else next((r for r in self.replicas if r is not leader), None)
+            if target is None:
+                fault.end = time.time()
+                return
+            self.restarting.add(target.index)
+            if kind == "sigterm_leader_in_burst":
+                await self.submit(session, burst)
+                await asyncio.sleep(0.5)
+                fault.start = time.time()
+                target.signal(signal.SIGTERM)
+                await asyncio.get_running_loop().run_in_executor(None, target.wait, 10.0)
+            else:
+                target.signal(signal.SIGKILL)
+                await asyncio.get_running_loop().run_in_executor(None, target.wait, 10.0)
+            if target is leader:
+                fault.failover_seconds = await self.wait_new_leader(session, identity, fault.start)
+            await asyncio.sleep(1.0)
+            target.start()
+            self.restarting.discard(target.index)
+        elif kind == "drop_watches":
+            await self.faults_config(proxy, {"dropWatches": True})
+        elif kind == "expire_watches":
+            await self.faults_config(proxy, {"expireWatches": True})
+        elif kind in ("storm_5xx", "storm_429", "conflicts_409", "latency"):
+            rule: dict[str, Any] = {
+                "storm_5xx": {"verb": "*", "resource": "*", "errorRate": 0.5, "code": 503},
+                "storm_429": {"verb": "*", "resource": "*", "errorRate": 0.5, "code": 429, "retryAfterSeconds": 1},
+                "conflicts_409": {"verb": "patch", "resource": "jobsets.jobset.x-k8s.io", "errorRate": 0.5,
+                                  "code": 409},
+                "latency": {"verb": "*", "resource": "*", "latencySeconds": 0.3},
+            }[kind]
+            await self.faults_config(proxy, {"rules": [rule]})
+            await asyncio.sleep(5.0 if kind == "latency" else 4.0)
+            await self.faults_config(proxy, {"rules": []})
+        elif kind in ("apiserver_restart", "etcd_kill9"):
+            start = time.time()
+            name, hard = ("kube-apiserver", False) if kind == "apiserver_restart" else ("etcd", True)
+            await asyncio.get_running_loop().run_in_executor(None, lambda: self.plane.restart(name, hard=hard))
+            self.watcher.outages.append((start, time.time()))
+        fault.end = time.time()
+
+    async def supervisor(self, stop: asyncio.Event) -> None:
+        """Start again a replica that exited on its own (crash-only: its Deployment would), and
+        count it: a controller that exits under a fault is a finding even when nothing is lost."""
+        while not stop.is_set():
+            for replica in self.replicas:
+                proc = replica.proc
+                if replica.index in self.restarting or proc is None or proc.poll() is None:
+                    continue
+                self.unplanned_exits.append({"replica": replica.index, "generation": replica.generation,
+                                             "exit_code": proc.returncode, "at": round(time.time(), 1)})
+                print(f"chaos: replica {replica.index} exited with {proc.returncode}: restarting it",
+                      file=sys.stderr, flush=True)
+                await asyncio.sleep(1.0)
+                replica.start()
+            await asyncio.sleep(0.5)
+
+    async def injector(self, session: aiohttp.ClientSession, until: float, burst: list[Gang]) -> None:
+        kinds: list[str] = []
+        async with aiohttp.ClientSession() as proxy:
+            while time.time() < until:
+                await asyncio.sleep(self.rng.uniform(3.0, 6.0) if self.quick else self.rng.uniform(4.0, 9.0))
+                if time.time() >= until:
+                    break
+                if not kinds:
+                    kinds = list(self.plane.faults)
+                    self.rng.shuffle(kinds)
+                kind = kinds.pop()
+                if kind == "sigterm_leader_in_burst" and burst[0].name in self.submitted:
+                    kind = "kill9_leader"  # the burst is submitted once
+                await self.inject(kind, session, proxy, burst)
+
+    # -- the whole run -------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        stop = asyncio.Event()
+        watcher = asyncio.ensure_future(self.watcher.run(stop))
+        spread = 50.0 if self.quick else 240.0
+        fault_window = 80.0 if self.quick else 300.0
+        finish_timeout = 150.0 if self.quick else 600.0
+        burst = self.gangs[-10:]
+        async with self.api.session() as session:
+            for replica in self.replicas:
+                replica.start()
+            deadline = time.time() + 60
+            while await self.leader(session) is None:
+                if time.time() > deadline:
+                    raise RuntimeError(f"no controller took the Lease; logs in {self.tmp}")
+                await asyncio.sleep(0.2)
+            started = time.time()
+            supervisor = asyncio.ensure_future(self.supervisor(stop))
+            submitter = asyncio.ensure_future(self.submitter(session, spread, burst))
+            await self.injector(session, started + fault_window, burst)
+            await submitter
+            if burst[0].name not in self.submitted:
+                await self.submit(session, burst)
+            finish_deadline = time.time() + finish_timeout
+            while len(self.watcher.finished) < len(self.gangs) and time.time() < finish_deadline:
+                await asyncio.sleep(0.5)
+            ended = time.time()
+        stop.set()
+        await watcher
+        await supervisor
+        for replica in self.replicas:
+            replica.stop()
+        return self.report(started, ended)
+
+    def report(self, started: float, ended: float) -> dict[str, Any]:
+        w = self.watcher
+        by_kind: dict[str, int] = {}
+        for fault in self.faults:
+            by_kind[fault.kind] = by_kind.get(fault.kind, 0) + 1
+        recoveries = []
+        admissions = sorted(t for t, _ in w.admissions)
+        for fault in self.faults:
+            waiting = any(t <= fault.end and (name not in w.first_admitted or w.first_admitted[name] > fault.end)
+                          for name, t in self.submitted.items())
+            if not waiting:
+                continue
+            after = next((t for t in admissions if t >= fault.end), None)
+            recoveries.append((after if after is not None else ended) - fault.end)
+        failovers = [f.failover_seconds for f in self.faults if f.failover_seconds is not None]
+        missing_failovers = sum(1 for f in self.faults if f.kind in ("kill9_leader", "sigterm_leader_in_burst")
+                                and f.failover_seconds is None and f.end > 0)
+        finished = sum(1 for g in self.gangs if g.name in w.finished)
+        result: dict[str, Any] = {
+            "control_plane": self.plane.name,
+            "quick": self.quick,
+            "faults_injected": len(self.faults),
+            "faults_by_kind": dict(sorted(by_kind.items())),
+            "violations": len(w.violations),
+            "violations_by_kind": _count(v["kind"] for v in w.violations),
+            "violation_examples": w.violations[:10],
+            "gangs_submitted": len(self.submitted),
+            "gangs_finished": finished,
+            "max_recovery_seconds": round(max(recoveries), 2) if recoveries else 0.0,
+            "leader_failovers": len(failovers),
+            "failover_seconds": [round(f, 2) for f in failovers],
+            "failovers_not_seen": missing_failovers,
+            "unplanned_controller_exits": self.unplanned_exits,
+            "evictions_seen": w.evictions,
+            "admissions_seen": len(w.admissions),
+            "watch_events": w.events,
+            "wall_seconds": round(ended - started, 1),
+            "lease_duration_seconds": LEASE_DURATION,
+        }
+        result["targets"] = {
+            "no_violations": not w.violations,
+            "every_gang_finished": finished == len(self.gangs),
+            "failover<=lease+5s": missing_failovers == 0 and all(f <= LEASE_DURATION + 5 for f in failovers),
+        }
+        return result
+
+
+def _count(kinds: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for kind in kinds:
+        out[kind] = out.get(kind, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="60 gangs, at most 3 minutes")
+    parser.add_argument("--control-plane", choices=("emulated", "real"), default="emulated")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix=f"gangq-chaos-{args.control_plane}-"))
+    t0 = time.time()
+    plane: Plane = EmulatedPlane(tmp) if args.control_plane == "emulated" else RealPlane(tmp)
+    chaos: Chaos | None = None
+    try:
+        plane.install()
+        from gangq.operator.install import apply_objects
+        from gangq.operator.kube import Credentials, KubeClient
+
+        async def setup() -> None:
+            client = KubeClient(Credentials.load(plane.admin_kubeconfig))
+            try:
+                await apply_objects(client, queue_objects())
+            finally:
+                await client.close()
+
+        asyncio.run(setup())
+        chaos = Chaos(plane, tmp, args)
+        result = asyncio.run(chaos.run())
+    finally:
+        if chaos is not None:
+            for replica in chaos.replicas:
+                replica.stop()
+            chaos.proxy.stop()
+        plane.stop()
+    result["total_seconds"] = round(time.time() - t0, 1)
+    result["seed"] = args.seed
+    result["logs"] = str(tmp)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    sys.exit(0 if all(result["targets"].values()) else 1)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
