@@ -31,9 +31,11 @@ from gangq.sandbox.runtime import free_port
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Hop-by-hop and framing headers are the proxy's own on each side.
-_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
-                  "accept-encoding", "upgrade", "proxy-connection", "te", "trailer"})
+# Hop-by-hop and framing headers are the proxy's own on each side. The body passes through as the
+# API server sent it, so its Content-Encoding goes back with it, and the API server is asked for
+# the encoding the client asked for (without Accept-Encoding, none: aiohttp would ask for gzip).
+_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host", "accept-encoding",
+                  "upgrade", "proxy-connection", "te", "trailer"})
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
@@ -249,6 +251,7 @@ class FaultProxy:
                 return web.Response(status=code, text=body, content_type="application/json", headers=headers)
             assert self._session is not None
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+            headers["Accept-Encoding"] = request.headers.get("Accept-Encoding", "identity")
             body = await request.read() if request.can_read_body else None
             async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
                                              data=body) as upstream:

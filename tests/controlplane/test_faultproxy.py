@@ -86,7 +86,7 @@ def test_expire_watches_ends_each_stream_with_an_error_410_event_after_whole_eve
 
 
 def test_drop_watches_closes_the_stream_and_rules_fail_requests(proxied: tuple[Sandbox, FaultProxy]) -> None:
-    sb, proxy = proxied
+    _sb, proxy = proxied
     watch = WatchReader(proxy)
     assert post(f"{proxy.url}/debug/faults", {"dropWatches": True})[0] == 200
     watch.wait(watch.closed.is_set, "the stream to be cut")
@@ -97,3 +97,47 @@ def test_drop_watches_closes_the_stream_and_rules_fail_requests(proxied: tuple[S
     assert code == 503 and body["code"] == 503
     assert post(f"{proxy.url}/debug/faults", {"rules": []})[0] == 200
     assert post(f"{proxy.url}/api/v1/namespaces/default/configmaps", configmap("taken"))[0] == 201
+
+
+def test_a_compressed_answer_reaches_the_client_as_the_api_server_sent_it() -> None:
+    """kube-apiserver gzips large answers to a client that accepts it: the proxy must pass the
+    body and its Content-Encoding together, and not ask for gzip for a client that did not."""
+    import asyncio
+    import gzip
+
+    from aiohttp import web
+
+    from gangq.sandbox.runtime import free_port
+
+    big = {"kind": "ConfigMapList", "items": [{"data": {"x": "y" * 1000}}] * 200}
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Accept-Encoding", ""))
+        resp = web.json_response(big)
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            resp.enable_compression(web.ContentCoding.gzip)
+        return resp
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_get("/api/v1/configmaps", handler)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    proxy = FaultProxy(f"http://127.0.0.1:{port}").start()
+    try:
+        plain = urllib.request.urlopen(f"{proxy.url}/api/v1/configmaps", timeout=10)  # no Accept-Encoding
+        assert plain.headers.get("Content-Encoding") is None and json.loads(plain.read()) == big
+        req = urllib.request.Request(f"{proxy.url}/api/v1/configmaps", headers={"Accept-Encoding": "gzip"})
+        zipped = urllib.request.urlopen(req, timeout=10)
+        assert zipped.headers.get("Content-Encoding") == "gzip"
+        assert json.loads(gzip.decompress(zipped.read())) == big
+        assert seen == ["identity", "gzip"]
+    finally:
+        proxy.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
