@@ -80,13 +80,19 @@ def required_tool(name: str) -> str:
     return path
 
 
-def start_control_plane(workdir: Path, *, audit: bool = False) -> ControlPlane:
-    """A real control plane in ``workdir``, or the tier's skip (failure under REQUIRE_ENV)."""
+def require_real_control_plane() -> None:
+    """The tier's skip (failure under REQUIRE_ENV) where no real control plane can be built."""
     from gangq.controlplane.build import bin_dir, go_binary, missing
-    from gangq.controlplane.launcher import ControlPlane, ControlPlaneError
 
     if go_binary() is None and missing(bin_dir()):
         _unavailable("Go is not installed and the control-plane binaries are not built")
+
+
+def start_control_plane(workdir: Path, *, audit: bool = False) -> ControlPlane:
+    """A real control plane in ``workdir``, or the tier's skip (failure under REQUIRE_ENV)."""
+    from gangq.controlplane.launcher import ControlPlane, ControlPlaneError
+
+    require_real_control_plane()
     cp = ControlPlane(workdir=workdir, audit=audit)
     try:
         cp.start()
