@@ -28,14 +28,16 @@ lists it in ``unplanned_controller_exits``.
 The watcher's rules, each a violation when broken:
 
 - ``unsuspended_without_admission``: a JobSet runs without the ``gangq.io/admission`` record;
-- ``over_quota``: the running JobSets of a ClusterQueue use more cpu than it may (its nominal
-  quota plus what it may borrow), or the cohort's more than its queues' nominal quotas together;
-- ``over_nodes``: the running JobSets use more cpu than the nodes have;
+- ``over_quota``: the running JobSets of a ClusterQueue — with the evicted ones whose pods still
+  run, charged with the admission their eviction record names — use more cpu than it may (its
+  nominal quota plus what it may borrow), or the cohort's more than its queues' nominal quotas
+  together;
+- ``over_nodes``: those JobSets use more cpu than the nodes have;
 - ``suspended_without_eviction_record``: a running JobSet is suspended without a new
   ``gangq.io/eviction`` record (written in the suspending patch itself);
 - ``admitted_twice``: a running JobSet's admission record changes without a suspension between;
-- ``partly_running``: a gang has some pods running and others not for more than 30 s, or pods
-  running while its JobSet is suspended for more than 30 s (outside API-server outages).
+- ``partly_running``: an admitted gang has some pods running and others not for more than 30 s
+  (outside API-server outages; read again from the API server before it counts).
 
 At the end every gang must have finished. Writes ``{"faults_injected", "faults_by_kind",
 "violations", "violation_examples", "gangs_submitted", "gangs_finished", "max_recovery_seconds",
@@ -309,15 +311,23 @@ class Watcher:
             self.first_admitted.setdefault(name, now)
         if terminal is not None and name not in self.finished:
             self.finished[name] = now
-        cq, cpu = _usage(admission) if running else (None, 0)
+        if running:
+            cq, cpu = _usage(admission)
+        elif suspended and terminal is None:  # evicted: its pods may still run on that admission
+            cq, cpu = _usage(_eviction_admission(eviction))
+        else:
+            cq, cpu = None, 0
         self.jobsets[name] = JobSetSeen(running, suspended, terminal, admission, eviction, cq, cpu)
         if running:
             self.check_quota(name)
 
     def check_quota(self, name: str) -> None:
+        """The running JobSets, and the evicted ones whose pods still run (charged with the
+        admission their eviction record names), fit their queues, the cohort and the nodes."""
+        live = {gang for gang, _phase, _bound in self.pods.values()}
         by_cq: dict[str, int] = {}
-        for seen in self.jobsets.values():
-            if seen.running and seen.cq is not None:
+        for js_name, seen in self.jobsets.items():
+            if seen.cq is not None and (seen.running or js_name in live):
                 by_cq[seen.cq] = by_cq.get(seen.cq, 0) + seen.cpu_milli
         cohort = sum(QUEUES.values()) * 1000
         total = sum(by_cq.values())
@@ -344,8 +354,8 @@ class Watcher:
             self.pods[key] = (gang, phase, bool((obj.get("spec") or {}).get("nodeName")))
 
     def suspects(self, now: float) -> list[tuple[str, str]]:
-        """Gangs partly running, or running while suspended, for longer than the grace period
-        (outside API-server outages, when nothing can progress), as (gang, what) — in the
+        """Admitted gangs partly running (some pods running, others not) for longer than the grace
+        period (outside API-server outages, when nothing can progress), as (gang, what) — in the
         watcher's own view, which :meth:`confirm` reads again before it counts a violation."""
         running: dict[str, int] = {}
         waiting: dict[str, int] = {}
@@ -357,7 +367,7 @@ class Watcher:
         bad = set()
         for gang in running:
             seen = self.jobsets.get(gang)
-            if waiting.get(gang) or (seen is not None and seen.suspended):
+            if waiting.get(gang) and seen is not None and seen.running:
                 bad.add(gang)
         for gang in list(self.partial_since):
             if gang not in bad:
@@ -367,9 +377,7 @@ class Watcher:
             since = self.partial_since.setdefault(gang, now)
             lost = sum(max(0.0, min(end, now) - max(start, since)) for start, end in self.outages)
             if now - since - lost > GRACE_SECONDS:
-                seen = self.jobsets.get(gang)
-                what = "running while suspended" if seen is not None and seen.suspended else "partly running"
-                out.append((gang, f"{what} for {now - since:.0f} s"))
+                out.append((gang, f"partly running for {now - since:.0f} s"))
                 self.partial_since[gang] = now  # looked at once per grace period
         return out
 
@@ -383,10 +391,9 @@ class Watcher:
         phases = [str((p.get("status") or {}).get("phase") or "Pending") for p in pods.get("items") or []]
         live = [ph for ph in phases if ph not in ("Succeeded", "Failed")]
         running = sum(1 for ph in live if ph == "Running")
-        suspended = bool((js.get("spec") or {}).get("suspend")) and _terminal(js) is None
-        if running and (suspended or running < len(live)):
-            self.violation("partly_running", gang, f"{what}: {running} of {len(live)} pods running, "
-                                                   f"JobSet suspended: {suspended}")
+        suspended = bool((js.get("spec") or {}).get("suspend"))
+        if running and not suspended and _terminal(js) is None and running < len(live):
+            self.violation("partly_running", gang, f"{what}: {running} of {len(live)} pods running")
 
     # -- the watches ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -447,6 +454,16 @@ def _terminal(obj: dict[str, Any]) -> str | None:
         if cond.get("type") in ("Completed", "Failed") and cond.get("status") == "True":
             return str(cond["type"])
     return None
+
+
+def _eviction_admission(eviction: str | None) -> str | None:
+    """The admission an eviction record (``gangq.io/eviction``) names, as admission JSON."""
+    try:
+        record = json.loads(eviction) if eviction else None
+    except ValueError:
+        return None
+    admission = record.get("admission") if isinstance(record, dict) else None
+    return json.dumps(admission) if isinstance(admission, dict) else None
 
 
 def _usage(admission: str | None) -> tuple[str | None, int]:

@@ -410,6 +410,22 @@ class Engine:
             self.s.drain[f"wl:{key}"] = None
         # Evicting: eviction_done keeps it out of its queue.
 
+    def restore_stopping(
+        self, spec: WorkloadSpec, cluster_queue: str, flavors: list[dict[str, str]], now: float
+    ) -> tuple[Admission | None, str]:
+        """Put back a gang that was being evicted when the controller stopped (suspended, its pods
+        still running), with the flavors it was admitted with. It holds that quota and those nodes
+        until its pods are gone (:meth:`eviction_done`), as it would have without the restart: a
+        restart between the suspend and the end of the pods otherwise gave its quota to the next
+        gang while its pods still ran. Returns what :meth:`restore` returns."""
+        admission, why = self.restore(spec, cluster_queue, flavors, now)
+        wl = self.s.workloads.get(spec.key)
+        if admission is not None and wl is not None and wl.state == "Admitted":
+            wl.state = "Evicting"
+            wl.message = "stopping: evicted before a restart"
+            self.s.version += 1
+        return admission, why
+
     def reactivate(self, key: str, now: float) -> None:
         """Put a deactivated workload back in its queue (an admin's explicit decision); its count
         of pods-ready evictions starts again at zero."""

@@ -24,6 +24,7 @@ from gangq.operator.translate import (
     jobset_terminal,
     quantity_text,
     recorded_admission,
+    recorded_eviction,
     resource_version,
     rfc3339,
     workload_active,
@@ -120,7 +121,16 @@ class Gangs:
     def restore(self, entry: Entry, now: float) -> bool:
         """Put an admitted JobSet back into the engine with the ClusterQueue and flavors recorded
         when it was admitted (its pods run with those flavors' labels)."""
-        recorded = recorded_admission(entry.obj)
+        return self._restore(entry, recorded_admission(entry.obj), now, stopping=False)
+
+    def restore_stopping(self, entry: Entry, now: float) -> bool:
+        """Put back a JobSet that was evicted (suspended) before the restart and whose pods still
+        run: it holds the admission its eviction record names until they are gone."""
+        record = recorded_eviction(entry.obj) or {}
+        admission = record.get("admission")
+        return self._restore(entry, admission if isinstance(admission, dict) else None, now, stopping=True)
+
+    def _restore(self, entry: Entry, recorded: dict[str, Any] | None, now: float, *, stopping: bool) -> bool:
         spec = entry.spec
         if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
             return False
@@ -130,10 +140,20 @@ class Gangs:
             if isinstance(a, dict)
         }
         flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
-        admission, why = self.state.engine.restore(spec, recorded["clusterQueue"], flavors, now)
+        engine = self.state.engine
+        restore = engine.restore_stopping if stopping else engine.restore
+        admission, why = restore(spec, recorded["clusterQueue"], flavors, now)
         if admission is None:
             log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
             return False
+        if stopping:
+            entry.state = "Evicting"
+            entry.admission = admission
+            entry.cluster_queue = admission.cluster_queue
+            entry.reason, entry.message = "Evicted", "stopping: evicted before a restart, its pods still run"
+            log.info("recovery: JobSet %s was evicted and its pods still run: it keeps ClusterQueue %s's quota "
+                     "until they are gone", entry.key, admission.cluster_queue)
+            return True
         self.mark_admitted(entry, admission, now)
         if why:  # kept running over a quota that shrank: said on the Workload, the JobSet and /metrics
             message = (f"kept running after a restart, {why}; ClusterQueue {admission.cluster_queue} admits "

@@ -6,9 +6,11 @@ ClusterQueues (a 503 for a few seconds during a rollout) found every admitted Jo
 missing and suspended them: running training jobs stopped by a blip.
 
 List the queue objects, nodes, pods and JobSets; put admitted JobSets back first with the
-admission recorded on them (nothing is admitted twice, and no write is needed), schedule again the
-ones whose recorded admission cannot be kept (and suspend those that no longer fit), then queue
-the rest in creation order. Workload conditions written before the restart are carried over.
+admission recorded on them (nothing is admitted twice, and no write is needed), and evicted ones
+whose pods still run with the admission their eviction record names (they hold it until the pods
+are gone, as without the restart); schedule again the ones whose recorded admission cannot be kept
+(and suspend those that no longer fit), then queue the rest in creation order. Workload conditions
+written before the restart are carried over.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from gangq.operator.translate import (
     jobset_terminal,
     object_key,
     recorded_admission,
+    recorded_eviction,
     resource_version,
     workload_active,
 )
@@ -74,16 +77,19 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
                 gangs.deactivate(entry, DEACTIVATED_BY_ADMIN, now)
 
     jobsets = [j for j in listed[js.PLURAL] if state.watched_namespace(j)]
-    admitted, rest = [], []
+    pods = listed["pods"]
+    live_gangs = {gang_of(p) for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+    admitted, stopping, rest = [], [], []
     for obj in jobsets:
         ann = (obj.get("metadata") or {}).get("annotations") or {}
-        if (
-            queue_name(obj) is not None
-            and ADMISSION_ANNOTATION in ann
-            and not (obj.get("spec") or {}).get("suspend")
-            and jobset_terminal(obj) is None
-        ):
+        suspended = bool((obj.get("spec") or {}).get("suspend"))
+        if queue_name(obj) is None or jobset_terminal(obj) is not None:
+            rest.append(obj)
+        elif ADMISSION_ANNOTATION in ann and not suspended:
             admitted.append(obj)
+        elif suspended and ADMISSION_ANNOTATION not in ann and object_key(obj) in live_gangs and (
+                (recorded_eviction(obj) or {}).get("admission")):
+            stopping.append(obj)  # evicted, its pods not gone yet: it holds its quota until they are
         else:
             rest.append(obj)
     recovering: set[str] = set()
@@ -98,8 +104,15 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             else:
                 recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
         keep_deactivated(key)
+    for obj in stopping:
+        key = object_key(obj)
+        entry = gangs.new_entry(key, obj)
+        adopt(key)
+        if gangs.submit(entry, now) and not gangs.restore_stopping(entry, now):
+            log.warning("recovery: JobSet %s was evicted and its pods still run, but its recorded admission "
+                        "cannot be restored: queued", key)
+        keep_deactivated(key)
     kinds.delete_queues_after_recovery()  # restored first: their gangs keep the quota recorded
-    pods = listed["pods"]
     gang_pods = [p for p in pods if gang_of(p) in recovering]
     for pod in pods:
         if gang_of(pod) not in recovering:

@@ -206,10 +206,27 @@ def jobset_signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def eviction_record(reason: str, message: str, at: float) -> str:
-    """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted JobSet."""
+def eviction_record(reason: str, message: str, at: float, admission: Mapping[str, Any] | None) -> str:
+    """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted JobSet,
+    and the admission it had (a restart before its pods are gone keeps that quota held for them,
+    see :func:`recorded_eviction`)."""
     when = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return json.dumps({"reason": reason, "message": message[:1024], "time": when}, sort_keys=True)
+    record: dict[str, Any] = {"reason": reason, "message": message[:1024], "time": when}
+    if admission is not None:
+        record["admission"] = dict(admission)
+    return json.dumps(record, sort_keys=True)
+
+
+def recorded_eviction(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The eviction recorded on a JobSet (annotation ``gangq.io/eviction``), if readable."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(EVICTION_ANNOTATION)
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:

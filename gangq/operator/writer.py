@@ -40,6 +40,7 @@ from gangq.operator.translate import (
     admission_json,
     eviction_record,
     jobset_path,
+    recorded_admission,
     rfc3339,
 )
 
@@ -224,7 +225,8 @@ class Writer:
                         kept.pop(o["path"].removeprefix("/metadata/annotations/").replace("~1", "/"), None)
                 kept.pop(ADMISSION_ANNOTATION, None)
                 if record is not None:
-                    kept[EVICTION_ANNOTATION] = eviction_record(record[0], record[1], time.time())
+                    kept[EVICTION_ANNOTATION] = eviction_record(record[0], record[1], time.time(),
+                                                                recorded_admission(current))
                 if removes_all:
                     kept = {k: v for k, v in kept.items() if k == EVICTION_ANNOTATION}
                 ops = [o for o in ops if not o["path"].startswith("/metadata/annotations")]

@@ -1175,3 +1175,18 @@ def test_a_preemptor_whose_stopping_victims_no_longer_suffice_preempts_more_at_o
     e.eviction_done("ns/v", 3)
     e.eviction_done("ns/b", 3)
     assert admitted(e.schedule(3)) == ["p"]
+
+
+def test_a_gang_restored_while_stopping_holds_its_quota_until_its_pods_are_gone() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    spec = gang("stopping", "q", 1, 8)
+    admission, why = e.restore_stopping(spec, "q", [{"cpu": "a100", GPU: "a100"}], 0)
+    assert admission is not None and why == ""
+    e.submit(gang("next", "q", 1, 8), 1)
+    assert admitted(e.schedule(1)) == []  # the stopping gang's pods still run on its quota
+    assert e.workload("ns/stopping").state == "Evicting"  # type: ignore[union-attr]
+    e.eviction_done("ns/stopping", 2)
+    assert admitted(e.schedule(2)) == ["stopping"]  # requeued: created first, so ahead of "next"
+    assert e.workload("ns/next").state == "Pending"  # type: ignore[union-attr]

@@ -193,3 +193,46 @@ def test_a_cluster_queue_deleted_with_a_running_gang_stays_until_it_is_done(
             assert runner.unsuspends == {"default/training": 1}  # never suspended
         finally:
             second.stop()
+
+
+def test_a_gang_evicted_just_before_a_restart_keeps_its_quota_until_its_pods_are_gone(
+        cluster_factory: Callable[..., Cluster]) -> None:
+    """The leader suspends a preempted gang and dies before its pods are gone. Before, the new
+    leader saw a suspended JobSet without an admission, queued it and gave its quota to the
+    preemptor while the victim's pods still ran; now the eviction record names the admission and
+    the quota stays held until the pods end."""
+    import json
+
+    sb = cluster_factory(nodes="1x{cpu:8,memory:32Gi}")
+    install(sb)
+    pre = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 4}, preemption=pre), local_queue("q", "cq"),
+               {"apiVersion": "gangq.io/v1alpha1", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
+                "value": 100}])
+
+    def pods_running(name: str) -> int:
+        pods = sb.call(sb.store.list, "", "pods", "default", label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+        return sum(1 for p in pods["items"] if p["status"].get("phase") == "Running")
+
+    first = start_operator(sb, identity="first")
+    try:
+        with FakeJobSetRunner(sb):
+            apply(sb, [jobset("victim", "q", replicas=2, requests={"cpu": 2}, run_seconds=600)])
+            wait_for(lambda: pods_running("victim") == 2, 20, "the victim's pods to run")
+        # nothing stops the victim's pods from here on: they outlive the controller that evicts it
+        apply(sb, [jobset("urgent", "q", replicas=2, requests={"cpu": 2}, run_seconds=1, priority_class="high")])
+        victim = wait_for(lambda: (j := get(sb, "JobSet", "victim")) and j["spec"].get("suspend") and j, 15,
+                          "the victim to be suspended")
+        record = json.loads(victim["metadata"]["annotations"]["gangq.io/eviction"])
+        assert record["reason"] == "Preempted" and record["admission"]["clusterQueue"] == "cq", record
+    finally:
+        first.stop()
+    second = start_operator(sb, identity="second")
+    try:
+        time.sleep(3)  # recovery, then cycles: the victim's quota must stay held while its pods run
+        assert pods_running("victim") == 2
+        assert not admitted(sb, "urgent")
+        with FakeJobSetRunner(sb):  # stops the suspended victim's pods
+            wait_for(lambda: admitted(sb, "urgent"), 20, "the preemptor once the victim's pods are gone")
+    finally:
+        second.stop()
