@@ -150,6 +150,13 @@ class GangqMetrics:
             CQ,
             registry=r,
         )
+        self.started_before_admission_total = Counter(
+            "gangq_started_before_admission_workloads",
+            "Queued workloads whose pods had started before gangq could suspend them (no admission "
+            "webhook suspended them at creation), per kind",
+            ("kind",),
+            registry=r,
+        )
         self.finished_workloads_total = Counter(
             "gangq_finished_workloads",
             "Admitted workloads that finished or were deleted, per ClusterQueue",

@@ -76,7 +76,7 @@ class Controller:
         await recover(self.state, self.kinds, self.gangs, self.statuses)
 
     async def resync_jobsets(self) -> None:
-        await resync_jobsets(self.state, lambda obj: self.enqueue("jobsets", "DELETED", obj))
+        await resync_jobsets(self.state, lambda plural, obj: self.enqueue(plural, "DELETED", obj))
 
     async def run(self) -> None:
         """Recover if not done yet, then run the scheduling loop until :meth:`stop`."""

@@ -1,17 +1,19 @@
-"""What the controller knows about one queued JobSet and its Workload object."""
+"""What the controller knows about one queued workload (a JobSet, a Job) and its Workload object."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gangq.core.decisions import Admission
-from gangq.operator.translate import resource_version, rfc3339, workload_name
+from gangq.operator.adapters import JOBSET, WorkloadKind
+from gangq.operator.translate import resource_version, rfc3339
 
 
 class Entry:
-    """One queued JobSet: its last object, the gang's state and the Workload status to write.
+    """One queued workload of ``kind`` (:mod:`gangq.operator.adapters`): its last object, the
+    gang's state and the Workload status to write.
 
-    ``state`` is ``Pending``, ``Inadmissible`` (the JobSet is malformed), ``Admitted``,
+    ``state`` is ``Pending``, ``Inadmissible`` (the object is malformed), ``Admitted``,
     ``Evicting`` (suspended, waiting for its pods to go) or ``Finished`` (forgotten once that
     status is written).
     """
@@ -24,6 +26,7 @@ class Entry:
         "created",
         "due",
         "key",
+        "kind",
         "last_pending_write",
         "last_written",
         "lq",
@@ -44,9 +47,10 @@ class Entry:
         "writing",
     )
 
-    def __init__(self, key: str, obj: dict[str, Any]) -> None:
+    def __init__(self, key: str, obj: dict[str, Any], kind: WorkloadKind = JOBSET) -> None:
         meta = obj.get("metadata") or {}
         self.key = key
+        self.kind = kind
         self.namespace = str(meta.get("namespace") or "default")
         self.name = str(meta.get("name"))
         self.uid = str(meta.get("uid") or "")
@@ -62,7 +66,7 @@ class Entry:
         self.message = "waiting for the first scheduling cycle"
         self.requeue: dict[str, Any] | None = None
         self.conditions: dict[str, dict[str, Any]] = {}
-        self.wl_name = workload_name(self.name)
+        self.wl_name = kind.workload_name(self.name)
         self.created = False
         self.due: float | None = None  # when the Workload status is next written (None: clean)
         self.last_written: dict[str, Any] | None = None

@@ -1,7 +1,8 @@
 """The life of a queued JobSet: submitted as a gang, admitted, evicted, finished — in the engine, on
 its Workload's status, and as writes to the JobSet.
 
-Inputs are the JobSet's watch events (:meth:`Gangs.jobset_event`), its pods' progress, the
+Inputs are the watch events of the queued kinds (:meth:`Gangs.object_event`: JobSets, Jobs; see
+:mod:`gangq.operator.adapters`), their pods' progress, the
 engine's decisions (:meth:`Gangs.handle`) and the outcomes of our own JobSet patches
 (:meth:`Gangs.written`, :meth:`Gangs.admission_failed`). Everything runs on the scheduling loop.
 """
@@ -12,23 +13,22 @@ import contextlib
 import logging
 from typing import Any, Final
 
-from gangq.api.workload import jobset_to_workload, queue_name
+from gangq.api.workload import queue_name
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
 from gangq.jobset import constants as js
+from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, queued, workload_owner
 from gangq.operator.entry import Entry
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
 from gangq.operator.translate import (
-    jobset_signature,
-    jobset_terminal,
+    object_key,
     quantity_text,
     recorded_admission,
     recorded_eviction,
     resource_version,
     rfc3339,
     workload_active,
-    workload_owner,
 )
 from gangq.operator.writer import Writer
 
@@ -71,22 +71,18 @@ class Gangs:
     # Submission
     # ------------------------------------------------------------------------------------------
 
-    def new_entry(self, key: str, obj: dict[str, Any]) -> Entry:
-        entry = Entry(key, obj)
+    def new_entry(self, key: str, obj: dict[str, Any], kind: WorkloadKind = JOBSET) -> Entry:
+        entry = Entry(key, obj, kind)
         self.state.entries[key] = entry
         return entry
 
     def submit(self, entry: Entry, now: float) -> bool:
-        """(Re)build the gang from the JobSet and queue it; a malformed JobSet is Inadmissible."""
+        """(Re)build the gang from the object and queue it; a malformed one is Inadmissible."""
         obj = entry.obj
         entry.lq = f"{entry.namespace}/{queue_name(obj)}"
-        entry.sig = jobset_signature(obj)
+        entry.sig = entry.kind.signature(obj)
         try:
-            spec = jobset_to_workload(
-                obj,
-                priority_classes=self.priority_classes,
-                workload_priority_classes=self.workload_priority_classes,
-            )
+            spec = entry.kind.to_workload(obj, self.priority_classes, self.workload_priority_classes)
         except SpecError as err:
             if entry.spec is not None and entry.key in self.state.engine.workloads:
                 self.state.finish(entry.key, now)
@@ -172,6 +168,20 @@ class Gangs:
     # ------------------------------------------------------------------------------------------
 
     def jobset_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        self.object_event(JOBSET, event_type, obj, now)
+
+    def job_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        self.object_event(JOB, event_type, obj, now)
+
+    def job_matters(self, obj: dict[str, Any]) -> bool:
+        """Is a Job's watch event for the controller? Checked in the watch handler, before the
+        inbox: the child Jobs of every JobSet (and of CronJobs …) come through the same watch, and
+        only labelled Jobs of their own, or ones queued before, are gangs."""
+        return queued(JOB, obj) or JOB.key_of(obj) in self.state.entries
+
+    def object_event(self, kind: WorkloadKind, event_type: str, obj: dict[str, Any], now: float) -> None:
+        """A watch event of a queued kind (JobSet, Job): queue, requeue, finish or forget its gang."""
+        key = kind.key_of(obj)
         entry = self.state.entries.get(key)
         if entry is not None and event_type != "DELETED":
             uid = (obj.get("metadata") or {}).get("uid")
@@ -184,7 +194,7 @@ class Gangs:
             return
         if not self.state.watched_namespace(obj):
             return
-        if queue_name(obj) is None:
+        if not queued(kind, obj):
             if entry is not None:  # the queue label was removed: no longer ours
                 self.forget(entry, now)
             return
@@ -194,17 +204,20 @@ class Gangs:
                 return
             entry.obj = obj
             entry.rv = rv
-        terminal = jobset_terminal(obj)
+        terminal = kind.terminal(obj)
         suspended = bool((obj.get("spec") or {}).get("suspend"))
         if entry is None:
             if terminal is not None or (obj.get("metadata") or {}).get("uid") in self.finished:
                 # Finished before we saw it (or before a restart), or a late event of one we finished
                 # and forgot: nothing to hold, nothing to write.
                 return
-            entry = self.new_entry(key, obj)
+            entry = self.new_entry(key, obj, kind)
             if not suspended:
-                # Arrived running without an admission: suspend it before any child exists.
+                # Arrived running without an admission (no webhook suspended it at creation):
+                # suspend it before any child or pod exists, and say so if some already ran.
                 self.writer.write_suspend(entry, restore=False)
+                if kind.started(obj):
+                    self._started_before_queued(entry)
             self.submit(entry, now)
             return
         if entry.state == "Finished":
@@ -215,21 +228,32 @@ class Gangs:
         if entry.state in ("Pending", "Inadmissible"):
             if not suspended and recorded_admission(obj) is None and not entry.writing:
                 self.writer.write_suspend(entry, restore=False)
-            if jobset_signature(obj) != entry.sig:
+            if kind.signature(obj) != entry.sig:
                 self.submit(entry, now)
         elif entry.state == "Admitted":
             if suspended and not entry.writing:
-                # Someone else suspended an admitted JobSet: give its quota back and requeue it.
-                log.info("JobSet %s was suspended from outside: requeueing it", key)
+                # Someone else suspended an admitted workload: give its quota back and requeue it.
+                log.info("%s %s was suspended from outside: requeueing it", kind.kind, key)
                 self.state.finish(key, now)
                 entry.state = "Pending"
                 entry.admission = None
-                entry.condition("Admitted", False, "Suspended", "the JobSet was suspended", now)
+                entry.condition("Admitted", False, "Suspended", f"the {kind.kind} was suspended", now)
                 entry.condition("QuotaReserved", False, "Pending", "requeued after an outside suspend", now)
                 self.submit(entry, now)
                 self.statuses.mark(entry, now, urgent=True)
         elif entry.state == "Evicting":
             self.maybe_eviction_done(entry, now)
+
+    def _started_before_queued(self, entry: Entry) -> None:
+        """Its pods ran before gangq saw it: outside every quota for that while. Said on the object
+        and counted: an admin who installed gangq without its webhook sees what slipped past."""
+        message = (f"{entry.kind.kind} {entry.key} started before gangq could suspend it: its pods ran outside "
+                   "the queue's quota until now (install the admission webhook to suspend at creation)")
+        log.warning("%s", message)
+        self.writer.post_event(entry, "Warning", "StartedBeforeAdmission", message)
+        metrics = self.state.metrics
+        if metrics is not None:
+            metrics.started_before_admission_total.labels(entry.kind.kind).inc()
 
     def forget(self, entry: Entry, now: float) -> None:
         if entry.state == "Pending" and entry.cluster_queue:
@@ -381,7 +405,7 @@ class Gangs:
         if new and resource_version(new) >= entry.rv:
             entry.obj = new
             entry.rv = resource_version(new)
-            self.state.rvs[(js.PLURAL, key)] = entry.rv
+            self.state.rvs[(entry.kind.plural, object_key(new))] = entry.rv
         if entry.state == "Evicting":
             self.maybe_eviction_done(entry, now)
 

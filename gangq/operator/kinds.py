@@ -18,6 +18,7 @@ from gangq.api import queues
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
 from gangq.jobset import constants as js
+from gangq.operator.adapters import pod_gang
 from gangq.operator.gangs import Gangs
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
@@ -25,11 +26,9 @@ from gangq.operator.translate import (
     CONFIG_KINDS,
     CQ_FINALIZER,
     NAMESPACED,
-    gang_of,
     node_spec,
     object_key,
     pod_requests,
-    pod_set_of,
     relevant,
     resource_version,
 )
@@ -65,6 +64,7 @@ class Kinds:
             "nodes": self.node,
             "pods": self.pod,
             js.PLURAL: gangs.jobset_event,
+            "jobs": gangs.job_event,
             "workloads": gangs.workload_event,
         }
         self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed}
@@ -83,7 +83,7 @@ class Kinds:
         seen = rvs.get((plural, key), 0)
         if event_type != "DELETED" and rv and rv < seen:
             return  # older than what we already applied (e.g. kopf's initial list after ours)
-        if event_type != "DELETED" and rv and rv == seen and plural != js.PLURAL:
+        if event_type != "DELETED" and rv and rv == seen and plural not in (js.PLURAL, "jobs"):
             return
         if event_type == "DELETED":
             rvs.pop((plural, key), None)
@@ -226,7 +226,8 @@ class Kinds:
     def pod(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """Every bound pod uses node capacity; a gang's pods replace its planned placement and
         count towards PodsReady. Terminal and deleted pods leave the engine."""
-        gang = gang_of(obj)
+        owner = pod_gang(obj)
+        gang, pod_set = owner if owner is not None else (None, None)
         phase = (obj.get("status") or {}).get("phase")
         node = (obj.get("spec") or {}).get("nodeName")
         gone = event_type == "DELETED" or phase in ("Succeeded", "Failed")
@@ -243,7 +244,7 @@ class Kinds:
                 log.warning("pod %s: %s", key, err)
                 requests = {}
             self.engine.update_pod(
-                PodInfo(key, node, requests, workload=gang, pod_set=pod_set_of(obj), running=phase == "Running")
+                PodInfo(key, node, requests, workload=gang, pod_set=pod_set, running=phase == "Running")
             )
             self._bound_pods.add(key)
         if gang is not None:

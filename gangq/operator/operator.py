@@ -33,6 +33,7 @@ from typing import Any, Literal, cast
 import kopf
 
 from gangq.operator import jobset
+from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
@@ -73,8 +74,14 @@ def build_registry(controller: Controller, credentials: Credentials) -> kopf.Ope
         if isinstance(obj, dict):
             controller.enqueue(resource.plural, event.get("type"), cast(dict[str, Any], obj))
 
+    async def feed_job(event: kopf.RawEvent, **_: Any) -> None:
+        obj = event.get("object")
+        if isinstance(obj, dict) and controller.gangs.job_matters(cast(dict[str, Any], obj)):
+            controller.enqueue(JOB.plural, event.get("type"), cast(dict[str, Any], obj))
+
     for group, version, plural in WATCHED:
-        kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(feed)
+        handler = feed_job if plural == JOB.plural else feed
+        kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(handler)
 
     async def feed_workload(event: kopf.RawEvent, **_: Any) -> None:
         obj = event.get("object")

@@ -21,10 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gangq.api.workload import queue_name
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
-from gangq.jobset import constants as js
+from gangq.operator.adapters import BY_PLURAL, WorkloadKind, pod_gang, queued
 from gangq.operator.gangs import DEACTIVATED_BY_ADMIN, Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import ApiError, resource_path
@@ -36,8 +35,6 @@ from gangq.operator.translate import (
     GROUP,
     VERSION,
     WATCHED,
-    gang_of,
-    jobset_terminal,
     object_key,
     recorded_admission,
     recorded_eviction,
@@ -76,27 +73,36 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             if wl is not None and not workload_active(wl):
                 gangs.deactivate(entry, DEACTIVATED_BY_ADMIN, now)
 
-    jobsets = [j for j in listed[js.PLURAL] if state.watched_namespace(j)]
     pods = listed["pods"]
+
+    def gang_of(pod: dict[str, Any]) -> str | None:
+        owner = pod_gang(pod)
+        return owner[0] if owner is not None else None
+
     live_gangs = {gang_of(p) for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
-    admitted, stopping, rest = [], [], []
-    for obj in jobsets:
-        ann = (obj.get("metadata") or {}).get("annotations") or {}
-        suspended = bool((obj.get("spec") or {}).get("suspend"))
-        if queue_name(obj) is None or jobset_terminal(obj) is not None:
-            rest.append(obj)
-        elif ADMISSION_ANNOTATION in ann and not suspended:
-            admitted.append(obj)
-        elif suspended and ADMISSION_ANNOTATION not in ann and object_key(obj) in live_gangs and (
-                (recorded_eviction(obj) or {}).get("admission")):
-            stopping.append(obj)  # evicted, its pods not gone yet: it holds its quota until they are
-        else:
-            rest.append(obj)
+    admitted: list[tuple[WorkloadKind, dict[str, Any]]] = []
+    stopping: list[tuple[WorkloadKind, dict[str, Any]]] = []
+    rest: list[tuple[WorkloadKind, dict[str, Any]]] = []
+    for kind in BY_PLURAL.values():
+        for obj in listed[kind.plural]:
+            if not state.watched_namespace(obj):
+                continue
+            ann = (obj.get("metadata") or {}).get("annotations") or {}
+            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            if not queued(kind, obj) or kind.terminal(obj) is not None:
+                rest.append((kind, obj))
+            elif ADMISSION_ANNOTATION in ann and not suspended:
+                admitted.append((kind, obj))
+            elif suspended and ADMISSION_ANNOTATION not in ann and kind.key_of(obj) in live_gangs and (
+                    (recorded_eviction(obj) or {}).get("admission")):
+                stopping.append((kind, obj))  # evicted, its pods not gone yet: it holds its quota until they are
+            else:
+                rest.append((kind, obj))
     recovering: set[str] = set()
     restored: set[str] = set()
-    for obj in admitted:
-        key = object_key(obj)
-        entry = gangs.new_entry(key, obj)
+    for kind, obj in admitted:
+        key = kind.key_of(obj)
+        entry = gangs.new_entry(key, obj, kind)
         adopt(key)
         if gangs.submit(entry, now):
             if gangs.restore(entry, now):
@@ -104,13 +110,13 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             else:
                 recovering.add(key)  # not restorable as recorded: admit again if it fits, else suspend
         keep_deactivated(key)
-    for obj in stopping:
-        key = object_key(obj)
-        entry = gangs.new_entry(key, obj)
+    for kind, obj in stopping:
+        key = kind.key_of(obj)
+        entry = gangs.new_entry(key, obj, kind)
         adopt(key)
         if gangs.submit(entry, now) and not gangs.restore_stopping(entry, now):
-            log.warning("recovery: JobSet %s was evicted and its pods still run, but its recorded admission "
-                        "cannot be restored: queued", key)
+            log.warning("recovery: %s %s was evicted and its pods still run, but its recorded admission "
+                        "cannot be restored: queued", kind.kind, key)
         keep_deactivated(key)
     kinds.delete_queues_after_recovery()  # restored first: their gangs keep the quota recorded
     gang_pods = [p for p in pods if gang_of(p) in recovering]
@@ -127,23 +133,24 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             readmitted.add(d.workload)
             recorded = recorded_admission(entry.obj)
             if recorded is not None and recorded.get("clusterQueue") != d.cluster_queue:
-                log.warning("recovery: JobSet %s was admitted to %s, now charged to %s",
-                            entry.key, recorded.get("clusterQueue"), d.cluster_queue)
+                log.warning("recovery: %s %s was admitted to %s, now charged to %s",
+                            entry.kind.kind, entry.key, recorded.get("clusterQueue"), d.cluster_queue)
         else:
             others.append(d)
     for key in recovering - readmitted:
-        log.warning("recovery: admitted JobSet %s no longer fits its queue: suspending it", key)
+        log.warning("recovery: admitted %s %s no longer fits its queue: suspending it",
+                    state.entries[key].kind.kind, key)
         gangs.writer.write_suspend(state.entries[key], restore=True, eviction=(
             "RestoreFailed", "recorded admission no longer fits its ClusterQueue after a restart"))
     for pod in gang_pods:
         kinds.apply("pods", "ADDED", pod, now)
     gangs.handle(others, now)
-    for obj in sorted(rest, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")):
-        kinds.apply(js.PLURAL, "ADDED", obj, now)
-        adopt(object_key(obj))
-        keep_deactivated(object_key(obj))
+    for kind, obj in sorted(rest, key=lambda ko: str((ko[1].get("metadata") or {}).get("creationTimestamp") or "")):
+        kinds.apply(kind.plural, "ADDED", obj, now)
+        adopt(kind.key_of(obj))
+        keep_deactivated(kind.key_of(obj))
     log.info(
-        "recovered: %d JobSets (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
+        "recovered: %d queued workloads (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
         len(state.entries), len(readmitted), len(listed["nodes"]), len(pods), len(state.engine.cluster_queues),
         "mypyc-compiled" if compiled() else "pure Python",
     )
@@ -169,16 +176,18 @@ async def list_until_listed(state: ControllerState, group: str, version: str, pl
             await asyncio.sleep(delay)
 
 
-async def resync_jobsets(state: ControllerState, forget: Callable[[dict[str, Any]], None]) -> None:
-    """After the watches started: forget JobSets deleted between the recovery list and kopf's own
-    initial list (no DELETED event reaches us for them). ``forget(obj)`` queues a DELETED event."""
-    try:
-        result = await state.client.list(resource_path(js.GROUP, js.VERSION, js.PLURAL))
-    except ApiError as err:
-        log.warning("resync: cannot list jobsets (%s)", err)
-        return
-    present = {object_key(o) for o in result.get("items") or []}
-    list_rv = resource_version(result)
-    for key, entry in list(state.entries.items()):
-        if key not in present and (entry.rv <= list_rv or not list_rv):
-            forget(entry.obj)
+async def resync_jobsets(state: ControllerState, forget: Callable[[str, dict[str, Any]], None]) -> None:
+    """After the watches started: forget queued objects (JobSets, Jobs) deleted between the
+    recovery list and kopf's own initial list (no DELETED event reaches us for them).
+    ``forget(plural, obj)`` queues a DELETED event."""
+    for kind in BY_PLURAL.values():
+        try:
+            result = await state.client.list(resource_path(kind.group, kind.version, kind.plural))
+        except ApiError as err:
+            log.warning("resync: cannot list %s (%s)", kind.plural, err)
+            continue
+        present = {kind.key_of(o) for o in result.get("items") or []}
+        list_rv = resource_version(result)
+        for key, entry in list(state.entries.items()):
+            if entry.kind is kind and key not in present and (entry.rv <= list_rv or not list_rv):
+                forget(kind.plural, entry.obj)

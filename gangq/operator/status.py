@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from gangq.api.workload import queue_name
 from gangq.core.errors import SpecError
-from gangq.jobset import constants as js
 from gangq.operator.entry import Entry
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
@@ -28,8 +27,8 @@ from gangq.operator.translate import (
     GPU,
     GROUP,
     VERSION,
-    WORKLOAD_JOBSET_LABEL,
     admission_json,
+    object_key,
     quantity_text,
     rfc3339,
 )
@@ -147,10 +146,7 @@ class Statuses:
             if not entry.active:
                 spec["active"] = False
         else:
-            names = [
-                str(r.get("name")) for r in ((entry.obj.get("spec") or {}).get("replicatedJobs") or [])
-                if isinstance(r, dict) and r.get("name")
-            ] or ["main"]
+            names = entry.kind.pod_set_names(entry.obj)
             spec = {"queueName": queue_name(entry.obj) or "", "podSets": [{"name": n, "count": 0} for n in names]}
         return {
             "apiVersion": API_VERSION,
@@ -158,9 +154,9 @@ class Statuses:
             "metadata": {
                 "name": entry.wl_name,
                 "namespace": entry.namespace,
-                "labels": {WORKLOAD_JOBSET_LABEL: entry.name[:63]},
+                "labels": {entry.kind.owner_label: entry.name[:63]},
                 "ownerReferences": [{
-                    "apiVersion": js.API_VERSION, "kind": js.KIND, "name": entry.name,
+                    "apiVersion": entry.kind.api_version, "kind": entry.kind.kind, "name": entry.name,
                     "uid": entry.uid, "controller": True, "blockOwnerDeletion": True,
                 }],
             },
@@ -209,9 +205,9 @@ class Statuses:
                 return  # forgotten meanwhile (deleted, recreated, no longer queued)
             status = self.workload_status(entry)
             comparable = _comparable(status)
-            if entry.state == "Finished":  # its last write: forget it (later events of the JobSet are ignored)
+            if entry.state == "Finished":  # its last write: forget it (later events of the object are ignored)
                 self.state.entries.pop(key, None)
-                self.state.rvs.pop((js.PLURAL, key), None)
+                self.state.rvs.pop((entry.kind.plural, object_key(entry.obj)), None)
             if entry.created and (
                 comparable == entry.last_written
                 or (entry.state == "Pending" and _significant(comparable) == _significant(entry.last_written))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -22,7 +21,6 @@ from gangq.core import NodeSpec, Taint
 from gangq.core.decisions import Admission
 from gangq.core.units import format_amount
 from gangq.jobset import constants as js
-from gangq.operator.kube import resource_path
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +33,6 @@ recognises admitted JobSets by it together with ``spec.suspend: false``."""
 EVICTION_ANNOTATION: Final = "gangq.io/eviction"
 """On a JobSet gangq suspended after admitting it: ``{"reason", "message", "time"}`` of the last
 eviction, written in the suspending patch itself (:func:`eviction_record`)."""
-WORKLOAD_JOBSET_LABEL: Final = "gangq.io/jobset-name"
 CQ_FINALIZER: Final = "gangq.io/resource-in-use"
 """On every ClusterQueue: a queue deleted while it has admitted gangs stays (deleting, admitting
 nothing) until they are done, so a restart in between still finds the queue their admission
@@ -61,9 +58,10 @@ WATCHED: Final = (
     ("", "v1", "nodes"),
     ("", "v1", "pods"),
     (js.GROUP, js.VERSION, js.PLURAL),
+    ("batch", "v1", "jobs"),
 )
 """(group, version, plural) of everything the controller watches, in the order a restart lists them."""
-NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "workloads"})
+NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "jobs", "workloads"})
 WORKLOADS: Final = (GROUP, VERSION, "workloads")
 """Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
 :meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""
@@ -99,22 +97,6 @@ def jobset_terminal(obj: Mapping[str, Any]) -> str | None:
     return str(state) if state in terminal else None
 
 
-def workload_name(jobset: str) -> str:
-    """The Workload's name for a JobSet: ``jobset-<name>``, shortened to an object name's 253 characters."""
-    name = f"jobset-{jobset}"
-    if len(name) > 253:
-        name = name[:240] + "-" + secrets.token_hex(4)
-    return name
-
-
-def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The key (``namespace/name``) and uid of the JobSet a Workload belongs to (its controller
-    ownerReference), or None for a Workload gangq did not create."""
-    meta = obj.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == js.KIND and ref.get("name"):
-            return f"{meta.get('namespace') or 'default'}/{ref['name']}", str(ref.get("uid") or "")
-    return None
 
 
 def workload_active(obj: Mapping[str, Any]) -> bool:
@@ -171,18 +153,6 @@ def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
         ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
         return (meta.get("labels"), obj.get("spec"), status.get("allocatable"), status.get("capacity"), ready)
     return obj.get("spec")
-
-
-def gang_of(pod: Mapping[str, Any]) -> str | None:
-    """The key of the JobSet whose gang a pod belongs to (label ``jobset.sigs.k8s.io/jobset-name``)."""
-    meta = pod.get("metadata") or {}
-    name = (meta.get("labels") or {}).get(js.JOBSET_NAME_KEY)
-    return f"{meta.get('namespace')}/{name}" if name else None
-
-
-def pod_set_of(pod: Mapping[str, Any]) -> str | None:
-    """The pod set (replicatedJob) a gang's pod belongs to."""
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(js.REPLICATED_JOB_NAME_KEY)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
@@ -252,7 +222,3 @@ def admission_json(d: Admission) -> dict[str, Any]:
             for ps in d.pod_sets
         ],
     }
-
-
-def jobset_path(namespace: str, name: str) -> str:
-    return resource_path(js.GROUP, js.VERSION, js.PLURAL, namespace, name)

@@ -1,4 +1,5 @@
-"""The controller's API writes: two lanes of tasks, and the JobSet patches and Events.
+"""The controller's API writes: two lanes of tasks, and the patches of queued objects (JobSets,
+Jobs: :mod:`gangq.operator.adapters`) and Events.
 
 Writes run as tasks, ordered per key (a JobSet's eviction never overtakes its admission), in two
 lanes so a burst of status writes never delays an admission or an eviction:
@@ -24,10 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from gangq.api.workload import admission_patch, restore_patch
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
-from gangq.jobset import constants as js
 from gangq.operator.entry import Entry
 from gangq.operator.kube import JSON_PATCH, ApiError, resource_path
 from gangq.operator.state import ControllerState
@@ -39,7 +38,6 @@ from gangq.operator.translate import (
     VERSION,
     admission_json,
     eviction_record,
-    jobset_path,
     recorded_admission,
     rfc3339,
 )
@@ -63,7 +61,7 @@ Write = Callable[[], Awaitable[None]]
 
 
 class Writer:
-    """The write lanes, and the JobSet patches (admission, suspend) and Events built on them."""
+    """The write lanes, and the patches of queued objects (admission, suspend) and Events built on them."""
 
     def __init__(self, state: ControllerState, report: Report) -> None:
         self.state = state
@@ -149,7 +147,7 @@ class Writer:
 
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
-            ops += admission_patch(current, d, flavors)
+            ops += entry.kind.admission_ops(current, d, flavors)
             ann_exists = bool((current.get("metadata") or {}).get("annotations")) or any(
                 o["path"] == "/metadata/annotations" for o in ops
             )
@@ -163,7 +161,7 @@ class Writer:
         decided = time.monotonic()
 
         async def write() -> None:
-            path = jobset_path(entry.namespace, entry.name)
+            path = entry.kind.path(entry.namespace, entry.name)
             current: Mapping[str, Any] = obj
             metrics = self.state.metrics
             if metrics is not None:
@@ -213,9 +211,9 @@ class Writer:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
             if restore:
                 try:
-                    ops += restore_patch(current)
+                    ops += entry.kind.eviction_ops(current)
                 except SpecError as err:
-                    log.warning("JobSet %s: cannot restore pod templates (%s); suspending only", key, err)
+                    log.warning("%s %s: cannot restore pod templates (%s); suspending only", entry.kind.kind, key, err)
                     ops.append({"op": "add", "path": "/spec/suspend", "value": True})
                 ann = (current.get("metadata") or {}).get("annotations") or {}
                 removes_all = any(o["op"] == "remove" and o["path"] == "/metadata/annotations" for o in ops)
@@ -236,7 +234,7 @@ class Writer:
             return ops
 
         async def write() -> None:
-            path = jobset_path(entry.namespace, entry.name)
+            path = entry.kind.path(entry.namespace, entry.name)
             current: Mapping[str, Any] = obj
             for attempt in range(3):
                 try:
@@ -256,7 +254,7 @@ class Writer:
                             continue
                         except ApiError:
                             break
-                    log.error("JobSet %s: cannot suspend: %s", key, err)
+                    log.error("%s %s: cannot suspend: %s", entry.kind.kind, key, err)
                     break
             self.report(WRITTEN, {"key": key})
 
@@ -298,7 +296,7 @@ class Writer:
     def post_event(
         self, entry: Entry, event_type: str, reason: str, message: str, obj: Mapping[str, Any] | None = None
     ) -> None:
-        """An Event on the JobSet (background lane; a failure is only logged)."""
+        """An Event on the queued object (background lane; a failure is only logged)."""
 
         async def post() -> None:
             now = rfc3339(time.time())
@@ -308,7 +306,7 @@ class Writer:
                 "kind": "Event",
                 "metadata": {"name": f"{entry.name}.{secrets.token_hex(8)}", "namespace": entry.namespace},
                 "involvedObject": {
-                    "apiVersion": js.API_VERSION, "kind": js.KIND, "name": entry.name,
+                    "apiVersion": entry.kind.api_version, "kind": entry.kind.kind, "name": entry.name,
                     "namespace": entry.namespace, "uid": entry.uid, "resourceVersion": meta.get("resourceVersion"),
                 },
                 "reason": reason,

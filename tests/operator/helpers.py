@@ -68,6 +68,7 @@ PLURALS = {
     "WorkloadPriorityClass": ("gangq.io", "workloadpriorityclasses", False),
     "Namespace": ("", "namespaces", False),
     "JobSet": (JS_GROUP, "jobsets", True),
+    "Job": ("batch", "jobs", True),
 }
 
 

@@ -1,0 +1,70 @@
+"""A batch/v1 Job as a gang (gangq.api.batchjob): the JobSet's rules on the Job's own paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangq.api.batchjob import job_admission_patch, job_key, job_terminal, job_to_workload, owned_by_another_controller
+from gangq.core import Admission, FlavorSpec, SpecError
+from gangq.core.decisions import PodSetAssignment
+
+
+def job(**spec: Any) -> dict[str, Any]:
+    pod = {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x",
+                                                     "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "4"}}}]}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team", "labels": {"gangq.io/queue-name": "q"},
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"suspend": True, "parallelism": 2, "completions": 2, "completionMode": "NonIndexed",
+                 "template": {"spec": pod}, **spec},
+    }
+
+
+def test_a_job_is_one_pod_set_of_its_parallel_pods_under_a_key_apart_from_jobsets() -> None:
+    spec = job_to_workload(job())
+    assert spec.key == job_key("team", "train") == "team/job:train"
+    want = [("main", 2, {"cpu": 1000, "nvidia.com/gpu": 4})]
+    assert [(ps.name, ps.count, ps.requests) for ps in spec.pod_sets] == want
+    assert spec.queue_name == "q" and spec.namespace == "team"
+    assert job_to_workload(job(parallelism=3, completions=2)).pod_sets[0].count == 2  # completions bound it
+
+
+def test_errors_name_the_jobs_own_fields() -> None:
+    bad = job()
+    bad["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "-1"
+    with pytest.raises(SpecError) as info:
+        job_to_workload(bad)
+    assert info.value.kind == "Job" and info.value.name == "team/train"
+    assert info.value.field == "spec.template.spec.containers[0].resources.requests[cpu]", info.value.field
+    with pytest.raises(SpecError) as info:
+        job_to_workload(job(parallelism=-1))
+    assert info.value.field == "spec.parallelism", info.value.field
+    meta = job()
+    meta["metadata"]["annotations"] = {"gangq.io/min-member": "3"}
+    with pytest.raises(SpecError) as info:
+        job_to_workload(meta)
+    assert info.value.field == "metadata.annotations[gangq.io/min-member]" and "2 pods" in info.value.message
+
+
+def test_the_admission_patch_writes_the_jobs_pod_template_and_unsuspends_it() -> None:
+    flavors = {"a100": FlavorSpec("a100", {"gpu": "a100"}, [])}
+    assignment = PodSetAssignment("main", 2, {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": 4}, {})
+    admission = Admission("team/job:train", "cq", (assignment,), False, 0.0, {})
+    ops = job_admission_patch(job(), admission, flavors)
+    paths = {op["path"]: op.get("value") for op in ops}
+    assert paths["/spec/template/spec/nodeSelector"] == {"gpu": "a100"}
+    assert paths["/spec/suspend"] is False
+    assert all(not p.startswith("/spec/replicatedJobs") for p in paths), paths
+    assert "/metadata/annotations" in paths  # the originals, for the next admission
+
+
+def test_a_job_finishes_from_its_conditions_and_a_child_job_is_not_a_gang() -> None:
+    done = job()
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert job_terminal(done) == "Completed" and job_terminal(job()) is None
+    child = job()
+    child["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "js", "controller": True, "uid": "u"}]
+    assert owned_by_another_controller(child) and not owned_by_another_controller(job())
