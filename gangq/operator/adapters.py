@@ -184,6 +184,15 @@ def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
     return None
 
 
+def child_of_jobset(job: Mapping[str, Any]) -> str | None:
+    """The gang key of the JobSet a Job belongs to (its controller ownerReference), or None."""
+    meta = job.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == js.KIND and ref.get("name"):
+            return JOBSET.key(str(meta.get("namespace") or "default"), str(ref["name"]))
+    return None
+
+
 def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """The gang key and uid of the object a Workload belongs to (its controller ownerReference to
     a queued kind), or None for a Workload gangq did not create."""

@@ -17,8 +17,9 @@ from gangq.api.workload import queue_name
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
 from gangq.jobset import constants as js
-from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, queued, workload_owner
+from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, child_of_jobset, queued, workload_owner
 from gangq.operator.entry import Entry
+from gangq.operator.evictions import EvictionResync
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
 from gangq.operator.translate import (
@@ -63,6 +64,8 @@ class Gangs:
         self.statuses = statuses
         self.finished: dict[str, None] = {}  # uids of finished JobSets already forgotten (FIFO)
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
+        self.child_jobs: dict[str, set[str]] = {}  # JobSet gang key -> child Jobs neither suspended nor finished
+        self.resync = EvictionResync(state, writer)
         self.fronts: set[str] = set()  # ClusterQueues whose first pending gang may have changed
         self.workload_priority_classes: dict[str, int] = {}
         self.priority_classes: dict[str, int] = {}
@@ -147,6 +150,7 @@ class Gangs:
             entry.admission = admission
             entry.cluster_queue = admission.cluster_queue
             entry.reason, entry.message = "Evicted", "stopping: evicted before a restart, its pods still run"
+            self.resync.started(entry.key, now)
             log.info("recovery: JobSet %s was evicted and its pods still run: it keeps ClusterQueue %s's quota "
                      "until they are gone", entry.key, admission.cluster_queue)
             return True
@@ -171,13 +175,44 @@ class Gangs:
         self.object_event(JOBSET, event_type, obj, now)
 
     def job_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        owner = child_of_jobset(obj)
+        if owner is not None:  # an evicted JobSet's last child Job that could start pods has stopped
+            entry = self.state.entries.get(owner)
+            if entry is not None and entry.state == "Evicting":
+                self.maybe_eviction_done(entry, now)
+            return
         self.object_event(JOB, event_type, obj, now)
 
-    def job_matters(self, obj: dict[str, Any]) -> bool:
-        """Is a Job's watch event for the controller? Checked in the watch handler, before the
+    def job_matters(self, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Is a Job's watch event for the scheduling loop? Checked in the watch handler, before the
         inbox: the child Jobs of every JobSet (and of CronJobs …) come through the same watch, and
-        only labelled Jobs of their own, or ones queued before, are gangs."""
+        only labelled Jobs of their own, or ones queued before, are gangs. A queued JobSet's child
+        Jobs are only counted here (:meth:`child_job_seen`); the loop hears of them when the last
+        one that could still start pods of an evicted JobSet stops."""
+        owner = child_of_jobset(obj)
+        if owner is not None:
+            return self.child_job_seen(owner, event_type, obj)
         return queued(JOB, obj) or JOB.key_of(obj) in self.state.entries
+
+    def child_job_seen(self, gang: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Keep the JobSet's child Jobs that may still start pods (neither suspended nor finished);
+        True when an evicted JobSet has just lost its last one (its eviction may be done)."""
+        name = str((obj.get("metadata") or {}).get("name"))
+        live = event_type != "DELETED" and not (obj.get("spec") or {}).get("suspend") and JOB.terminal(obj) is None
+        jobs = self.child_jobs.get(gang)
+        if live:
+            if jobs is None:
+                jobs = self.child_jobs[gang] = set()
+            jobs.add(name)
+            return False
+        if jobs is None or name not in jobs:
+            return False
+        jobs.discard(name)
+        if jobs:
+            return False
+        del self.child_jobs[gang]
+        entry = self.state.entries.get(gang)
+        return entry is not None and entry.state == "Evicting"
 
     def object_event(self, kind: WorkloadKind, event_type: str, obj: dict[str, Any], now: float) -> None:
         """A watch event of a queued kind (JobSet, Job): queue, requeue, finish or forget its gang."""
@@ -258,6 +293,7 @@ class Gangs:
     def forget(self, entry: Entry, now: float) -> None:
         if entry.state == "Pending" and entry.cluster_queue:
             self.fronts.add(entry.cluster_queue)
+        self.child_jobs.pop(entry.key, None)
         self.state.finish(entry.key, now)
         self.state.entries.pop(entry.key, None)
         entry.due = None
@@ -370,11 +406,31 @@ class Gangs:
                     metrics.observe_pods_ready(entry.key, now)
             self.statuses.mark(entry, now, urgent=True)
 
+    def resynced(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """A stopping gang's pods and child Jobs as the API server lists them
+        (:mod:`gangq.operator.evictions`): what is gone there is gone here."""
+        entry = self.state.entries.get(key)
+        if entry is None or entry.state != "Evicting":
+            return
+        listed = set(obj.get("pods") or [])
+        for pod_key in self.gang_pods.get(key, set()) - listed:
+            log.info("%s %s: pod %s is gone (its deletion was not seen)", entry.kind.kind, key, pod_key)
+            self.pod_seen(key, pod_key, gone=True)
+            self.state.engine.delete_pod(pod_key)
+        jobs = set(obj.get("jobs") or [])
+        if jobs:
+            self.child_jobs[key] = jobs
+        else:
+            self.child_jobs.pop(key, None)
+        self.maybe_eviction_done(entry, now)
+
     def maybe_eviction_done(self, entry: Entry, now: float) -> None:
-        """An evicted gang gives its quota back once the JobSet is suspended and its last pod is gone."""
+        """An evicted gang gives its quota back once the object is suspended, its last pod is gone
+        and (a JobSet) no child Job is left that could still start pods: a Job created just before
+        the eviction starts its pods after it, on quota the next gang was given meanwhile."""
         if entry.writing or not (entry.obj.get("spec") or {}).get("suspend"):
             return
-        if self.gang_pods.get(entry.key):
+        if self.gang_pods.get(entry.key) or self.child_jobs.get(entry.key):
             return
         self.state.engine.eviction_done(entry.key, now)
         entry.state = "Pending"
@@ -495,6 +551,7 @@ class Gangs:
 
     def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
         entry.state = "Evicting"
+        self.resync.started(entry.key, now)
         entry.reason, entry.message = d.reason, d.message
         reason = d.reason
         if reason == "InactiveClusterQueue":

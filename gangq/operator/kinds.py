@@ -19,6 +19,7 @@ from gangq.core import PodInfo
 from gangq.core.errors import SpecError
 from gangq.jobset import constants as js
 from gangq.operator.adapters import pod_gang
+from gangq.operator.evictions import RESYNCED
 from gangq.operator.gangs import Gangs
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
@@ -67,7 +68,8 @@ class Kinds:
             "jobs": gangs.job_event,
             "workloads": gangs.workload_event,
         }
-        self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed}
+        self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed,
+                                             RESYNCED: gangs.resynced}
 
     def apply(self, plural: str, event_type: str, obj: dict[str, Any], now: float) -> None:
         """One watch event (or the outcome of one of our writes) on the scheduling loop."""

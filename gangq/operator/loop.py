@@ -123,6 +123,7 @@ class SchedulingLoop:
                 decisions = state.schedule(now)
                 self.gangs.handle(decisions, now)
                 self.gangs.mark_new_fronts(now)
+                self.gangs.resync.run(now)
                 self.kinds.release_deleted_queues()
             if metrics is not None:
                 metrics.loop_cycle_duration_seconds.observe(time.monotonic() - applied)
@@ -133,7 +134,7 @@ class SchedulingLoop:
         wake = self.state.engine.next_wakeup()
         if wake is not None:
             candidates.append(wake - now)
-        due = self.statuses.next_due()
-        if due is not None:
-            candidates.append(due - now)
+        for due in (self.statuses.next_due(), self.gangs.resync.next_due()):
+            if due is not None:
+                candidates.append(due - now)
         return max(0.01, min(candidates))

@@ -76,7 +76,7 @@ def build_registry(controller: Controller, credentials: Credentials) -> kopf.Ope
 
     async def feed_job(event: kopf.RawEvent, **_: Any) -> None:
         obj = event.get("object")
-        if isinstance(obj, dict) and controller.gangs.job_matters(cast(dict[str, Any], obj)):
+        if isinstance(obj, dict) and controller.gangs.job_matters(event.get("type"), cast(dict[str, Any], obj)):
             controller.enqueue(JOB.plural, event.get("type"), cast(dict[str, Any], obj))
 
     for group, version, plural in WATCHED:

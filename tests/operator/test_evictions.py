@@ -1,0 +1,152 @@
+"""When an evicted gang's quota comes back: not before its last pod is gone, nor (a JobSet) before
+its last child Job that could still start pods is suspended or gone; and a deletion the watches
+missed is found by reading the API server (gangq.operator.evictions). The controller's parts on a
+stub client, events fed by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gangq.operator.config import parse_config
+from gangq.operator.controller import Controller
+
+NOW = 1_000.0
+
+
+class StubClient:
+    """Answers every write with success; the tests feed the watch events themselves."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str]] = []
+
+    async def patch(self, path: str, body: Any, content_type: str = "", *, want_body: bool = True) -> dict[str, Any]:
+        self.writes.append(("PATCH", path))
+        return {}
+
+    async def create(self, path: str, body: dict[str, Any], *, want_body: bool = True) -> dict[str, Any]:
+        self.writes.append(("POST", path))
+        return {}
+
+    async def list(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"items": []}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return {}
+
+
+def jobset(suspend: bool, rv: int, admitted: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "train", "namespace": "default", "uid": "u1", "resourceVersion": str(rv),
+                            "labels": {"gangq.io/queue-name": "q"}, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    if admitted:
+        meta["annotations"] = {"gangq.io/admission": '{"clusterQueue": "cq"}'}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta, "spec": {
+        "suspend": suspend, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+            "parallelism": 1, "completions": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}}}}]}}
+
+
+def child_job(suspend: bool) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train-w-0", "namespace": "default",
+                         "labels": {"jobset.sigs.k8s.io/jobset-name": "train"},
+                         "ownerReferences": [{"kind": "JobSet", "name": "train", "uid": "u1", "controller": True}]},
+            "spec": {"suspend": suspend}}
+
+
+def pod() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "train-w-0-0", "namespace": "default", "resourceVersion": "50",
+                         "labels": {"jobset.sigs.k8s.io/jobset-name": "train",
+                                    "jobset.sigs.k8s.io/replicatedjob-name": "w"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+            "status": {"phase": "Running"}}
+
+
+async def admitted_then_evicted(c: Controller) -> str:
+    """A JobSet admitted, then deactivated by an admin (an eviction); returns its key."""
+    k = c.kinds
+    k.apply("namespaces", "ADDED", {"metadata": {"name": "default", "resourceVersion": "1"}}, NOW)
+    k.apply("resourceflavors", "ADDED", {"metadata": {"name": "default", "resourceVersion": "2"}, "spec": {}}, NOW)
+    k.apply("clusterqueues", "ADDED", {"metadata": {"name": "cq", "resourceVersion": "3"}, "spec": {
+        "namespaceSelector": {}, "admissionMode": "QuotaOnly", "resourceGroups": [{"coveredResources": ["cpu"],
+        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}}, NOW)
+    k.apply("localqueues", "ADDED", {"metadata": {"name": "q", "namespace": "default", "resourceVersion": "4"},
+                                     "spec": {"clusterQueue": "cq"}}, NOW)
+    k.apply("jobsets", "ADDED", jobset(True, 10), NOW)
+    c.recovered.set()
+    c.gangs.handle(c.state.schedule(NOW), NOW)
+    entry = c.entries["default/train"]
+    assert entry.state == "Admitted"
+    await asyncio.sleep(0.05)  # the admission patch goes out
+    entry.writing = False
+    k.apply("jobsets", "MODIFIED", jobset(False, 11, admitted=True), NOW)
+    c.state.engine.deactivate(entry.key, NOW, "parked")
+    c.gangs.handle(c.state.schedule(NOW + 1), NOW + 1)
+    assert entry.state == "Evicting"
+    await asyncio.sleep(0.05)  # the suspend patch goes out
+    entry.writing = False
+    return entry.key
+
+
+def test_an_evicted_jobset_keeps_its_quota_until_its_last_child_job_that_could_start_pods_stops() -> None:
+    async def main() -> None:
+        c = Controller(StubClient(), parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        key = await admitted_then_evicted(c)
+        entry = c.entries[key]
+        # its child Job was created just before the eviction: it has no pod yet, but may start one
+        assert c.gangs.job_matters("ADDED", child_job(suspend=False)) is False
+        c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
+        assert entry.state == "Evicting"  # suspended, no pod: still not done
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+        assert c.gangs.job_matters("MODIFIED", child_job(suspend=True)) is True  # the loop hears of it
+        c.kinds.apply("jobs", "MODIFIED", child_job(suspend=True), NOW + 3)
+        assert entry.state == "Pending"
+        assert c.state.engine.cluster_queue("cq").admitted == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_a_pod_deletion_the_watch_missed_is_found_by_reading_the_api_server() -> None:
+    async def main() -> None:
+        c = Controller(StubClient(), parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        key = await admitted_then_evicted(c)
+        entry = c.entries[key]
+        c.kinds.apply("pods", "ADDED", pod(), NOW + 1)
+        c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
+        assert entry.state == "Evicting"  # its pod runs
+        # the pod's DELETED event is lost (an expired watch is listed again, deletions unsaid);
+        # the resync's read of the API server lists no pod for the gang:
+        assert c.gangs.resync.next_due() is not None
+        c.gangs.resynced("", {"key": key, "pods": [], "jobs": []}, key, NOW + 20)
+        assert entry.state == "Pending"
+        assert c.state.engine.cluster_queue("cq").admitted == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_the_resync_reads_only_gangs_that_are_still_stopping() -> None:
+    async def main() -> None:
+        client = StubClient()
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        key = await admitted_then_evicted(c)
+        reads: list[str] = []
+
+        async def listing(path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+            reads.append(path)
+            return {"items": []}
+
+        client.list = listing  # type: ignore[method-assign]
+        c.kinds.apply("pods", "ADDED", pod(), NOW + 1)
+        c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
+        c.gangs.resync.run(NOW + 5)  # not due yet
+        await asyncio.sleep(0.05)
+        assert reads == []
+        c.gangs.resync.run(NOW + 1 + 10)
+        await asyncio.sleep(0.05)
+        assert reads == ["/api/v1/namespaces/default/pods", "/apis/batch/v1/namespaces/default/jobs"]
+        for plural, event_type, obj, _ in [c.loop.inbox.get_nowait() for _ in range(c.loop.inbox.qsize())]:
+            c.kinds.apply(plural, event_type, obj, NOW + 12)
+        assert c.entries[key].state == "Pending"
+
+    asyncio.run(main())
