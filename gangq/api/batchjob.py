@@ -75,15 +75,17 @@ def job_to_workload(
     *,
     priority_classes: Mapping[str, int] | None = None,
     workload_priority_classes: Mapping[str, int] | None = None,
+    default_queue: str | None = None,
 ) -> WorkloadSpec:
     """The gang a queued Job asks the engine to admit (see the module docstring). Raises
-    :class:`NotQueuedError` without a queue label and :class:`SpecError` naming the Job's field."""
+    :class:`NotQueuedError` without a queue label (and no ``default_queue``) and
+    :class:`SpecError` naming the Job's field."""
     meta = job.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     name = f"{namespace}/{meta.get('name')}"
     try:
         spec = jobset_to_workload(as_jobset(job), priority_classes=priority_classes,
-                                  workload_priority_classes=workload_priority_classes)
+                                  workload_priority_classes=workload_priority_classes, default_queue=default_queue)
     except SpecError as err:
         raise _job_error(err, name) from err
     spec.key = job_key(namespace, str(meta.get("name")))

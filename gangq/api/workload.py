@@ -336,10 +336,12 @@ def jobset_to_workload(
     *,
     priority_classes: Mapping[str, int] | None = None,
     workload_priority_classes: Mapping[str, int] | None = None,
+    default_queue: str | None = None,
 ) -> WorkloadSpec:
     """The gang a queued JobSet asks the engine to admit.
 
-    Raises :class:`NotQueuedError` when the JobSet has no queue label (check :func:`queue_name`
+    Raises :class:`NotQueuedError` when the JobSet has no queue label and no ``default_queue``
+    (the LocalQueue of a namespace that queues workloads without one; check :func:`queue_name`
     first to skip such JobSets), and :class:`SpecError` naming the field for anything malformed.
     ``priority_classes``: PriorityClass name → value; ``workload_priority_classes``:
     WorkloadPriorityClass name → value.
@@ -350,7 +352,7 @@ def jobset_to_workload(
     if not meta.name:
         raise SpecError(KIND, key, "metadata.name", "is required")
     namespace = meta.namespace or "default"
-    queue = queue_name(js)
+    queue = queue_name(js) or default_queue
     if queue is None:
         raise NotQueuedError(
             KIND, key, _label_path(QUEUE_LABEL), f"is not set (nor {KUEUE_QUEUE_LABEL}): the JobSet is not queued"

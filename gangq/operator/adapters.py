@@ -62,7 +62,8 @@ class WorkloadKind:
         return full if len(full) <= 253 else full[:240] + "-" + secrets.token_hex(4)
 
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
-                    workload_priority_classes: Mapping[str, int]) -> WorkloadSpec:
+                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
+        """The gang; ``default_queue`` for an object without a queue label."""
         raise NotImplementedError
 
     def signature(self, obj: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -100,9 +101,9 @@ class JobSetKind(WorkloadKind):
     owner_label = "gangq.io/jobset-name"
 
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
-                    workload_priority_classes: Mapping[str, int]) -> WorkloadSpec:
+                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         return jobset_to_workload(obj, priority_classes=priority_classes,
-                                  workload_priority_classes=workload_priority_classes)
+                                  workload_priority_classes=workload_priority_classes, default_queue=default_queue)
 
     def terminal(self, obj: Mapping[str, Any]) -> str | None:
         return jobset_terminal(obj)
@@ -138,9 +139,10 @@ class JobKind(WorkloadKind):
         return not batchjob.owned_by_another_controller(obj)
 
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
-                    workload_priority_classes: Mapping[str, int]) -> WorkloadSpec:
+                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         return batchjob.job_to_workload(obj, priority_classes=priority_classes,
-                                        workload_priority_classes=workload_priority_classes)
+                                        workload_priority_classes=workload_priority_classes,
+                                        default_queue=default_queue)
 
     def terminal(self, obj: Mapping[str, Any]) -> str | None:
         return batchjob.job_terminal(obj)
@@ -204,6 +206,7 @@ def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def queued(kind: WorkloadKind, obj: Mapping[str, Any]) -> bool:
-    """Is the object one gangq queues: ours, with a queue label?"""
-    return kind.ours(obj) and queue_name(obj) is not None
+def queued(kind: WorkloadKind, obj: Mapping[str, Any], default_queue: str | None = None) -> bool:
+    """Is the object one gangq queues: ours, with a queue label (or a namespace's default queue
+    for workloads without one, :meth:`ControllerState.default_queue`)?"""
+    return kind.ours(obj) and (queue_name(obj) or default_queue) is not None

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gangq.core.config import EngineConfig
 from gangq.core.errors import SpecError
@@ -68,6 +68,31 @@ class LeaderElectionConfig(_Model):
     renew_interval_seconds: float = Field(5.0, alias="renewIntervalSeconds", gt=0)
 
 
+class SelectorRequirementConfig(_Model):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> SelectorRequirementConfig:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class NamespaceSelectorConfig(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: list[SelectorRequirementConfig] = Field(default_factory=list, alias="matchExpressions")
+
+
+def _system_namespaces() -> NamespaceSelectorConfig:
+    return NamespaceSelectorConfig.model_validate({"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["kube-system", "kube-public", "kube-node-lease", "gangq-system"]}]})
+
+
 class OperatorConfig(_Model):
     """Everything an admin sets for ``gangq run --config FILE``."""
 
@@ -85,6 +110,12 @@ class OperatorConfig(_Model):
     # Deployment sets 0.0.0.0 for its probes and Prometheus.
     metrics_bind: str = Field("127.0.0.1", alias="metricsBind", min_length=1)
     namespaces: list[str] = Field(default_factory=list)
+    # Kueue's manageJobsWithoutQueueName: in the namespaces the selector picks, a workload without
+    # a queue label is queued to the namespace's LocalQueue "default" (or held, saying how to
+    # submit it, when there is none) — no way around the queue for a forgotten label.
+    manage_jobs_without_queue_name: bool = Field(False, alias="manageJobsWithoutQueueName")
+    managed_jobs_namespace_selector: NamespaceSelectorConfig = Field(
+        default_factory=_system_namespaces, alias="managedJobsNamespaceSelector")
 
     def engine_config(self) -> EngineConfig:
         pr = self.pods_ready

@@ -82,10 +82,11 @@ class Gangs:
     def submit(self, entry: Entry, now: float) -> bool:
         """(Re)build the gang from the object and queue it; a malformed one is Inadmissible."""
         obj = entry.obj
-        entry.lq = f"{entry.namespace}/{queue_name(obj)}"
+        default = self.state.default_queue(obj)
+        entry.lq = f"{entry.namespace}/{queue_name(obj) or default}"
         entry.sig = entry.kind.signature(obj)
         try:
-            spec = entry.kind.to_workload(obj, self.priority_classes, self.workload_priority_classes)
+            spec = entry.kind.to_workload(obj, self.priority_classes, self.workload_priority_classes, default)
         except SpecError as err:
             if entry.spec is not None and entry.key in self.state.engine.workloads:
                 self.state.finish(entry.key, now)
@@ -192,7 +193,7 @@ class Gangs:
         owner = child_of_jobset(obj)
         if owner is not None:
             return self.child_job_seen(owner, event_type, obj)
-        return queued(JOB, obj) or JOB.key_of(obj) in self.state.entries
+        return queued(JOB, obj, self.state.default_queue(obj)) or JOB.key_of(obj) in self.state.entries
 
     def child_job_seen(self, gang: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         """Keep the JobSet's child Jobs that may still start pods (neither suspended nor finished);
@@ -229,7 +230,7 @@ class Gangs:
             return
         if not self.state.watched_namespace(obj):
             return
-        if not queued(kind, obj):
+        if not queued(kind, obj, self.state.default_queue(obj)):
             if entry is not None:  # the queue label was removed: no longer ours
                 self.forget(entry, now)
             return
@@ -510,9 +511,15 @@ class Gangs:
                 if d.cluster_queue:
                     self.fronts.add(d.cluster_queue)
                 reason_changed = d.reason != entry.reason or d.cluster_queue != entry.cluster_queue
-                entry.reason, entry.message = d.reason, d.message
+                message = d.message
+                if d.reason == "LocalQueueNotFound" and queue_name(entry.obj) is None:
+                    # queued to its namespace's default LocalQueue for want of a label
+                    message += (f": the {entry.kind.kind} has no gangq.io/queue-name label; label it with a "
+                                f"LocalQueue of namespace {entry.namespace}, or create LocalQueue "
+                                f"'{entry.lq.partition('/')[2]}' there")
+                entry.reason, entry.message = d.reason, message
                 entry.cluster_queue = d.cluster_queue
-                entry.condition("QuotaReserved", False, d.reason, d.message, now)
+                entry.condition("QuotaReserved", False, d.reason, message, now)
                 if reason_changed or not entry.created:
                     # A new reason reaches a Workload already written within workloadDelaySeconds: a
                     # gang left showing "ClusterQueueInactive" for a minute after the admin fixed the

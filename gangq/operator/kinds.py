@@ -216,8 +216,11 @@ class Kinds:
     def namespace(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         if event_type == "DELETED":
             self.engine.delete_namespace(key)
+            self.state.namespace_labels.pop(key, None)
         else:
-            self.engine.upsert_namespace(key, dict((obj.get("metadata") or {}).get("labels") or {}))
+            labels = dict((obj.get("metadata") or {}).get("labels") or {})
+            self.engine.upsert_namespace(key, labels)
+            self.state.namespace_labels[key] = labels
 
     def node(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         if event_type == "DELETED":

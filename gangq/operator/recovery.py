@@ -89,7 +89,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
                 continue
             ann = (obj.get("metadata") or {}).get("annotations") or {}
             suspended = bool((obj.get("spec") or {}).get("suspend"))
-            if not queued(kind, obj) or kind.terminal(obj) is not None:
+            if not queued(kind, obj, state.default_queue(obj)) or kind.terminal(obj) is not None:
                 rest.append((kind, obj))
             elif ADMISSION_ANNOTATION in ann and not suspended:
                 admitted.append((kind, obj))

@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from gangq.core import Engine
 from gangq.core.decisions import Decision
+from gangq.core.selectors import LabelRequirement, LabelSelector
 from gangq.operator.config import OperatorConfig
 from gangq.operator.entry import Entry
 from gangq.operator.kube import KubeClient
+
+DEFAULT_QUEUE = "default"
+"""The LocalQueue of a namespace that workloads without a queue label go to (manageJobsWithoutQueueName)."""
 
 if TYPE_CHECKING:
     from gangq.observability.metrics import GangqMetrics
@@ -31,7 +35,8 @@ class ControllerState:
     counted).
     """
 
-    __slots__ = ("client", "config", "engine", "entries", "lock", "recovered", "rvs", "telemetry")
+    __slots__ = ("_managed", "client", "config", "engine", "entries", "lock", "namespace_labels", "recovered", "rvs",
+                 "telemetry")
 
     def __init__(self, client: KubeClient, config: OperatorConfig) -> None:
         self.client = client
@@ -42,6 +47,10 @@ class ControllerState:
         self.lock = asyncio.Lock()
         self.recovered = asyncio.Event()
         self.telemetry: Telemetry | None = None
+        self.namespace_labels: dict[str, dict[str, str]] = {}  # kept by the Namespace handler
+        sel = config.managed_jobs_namespace_selector
+        requirements = [LabelRequirement(r.key, r.operator, list(r.values)) for r in sel.match_expressions]
+        self._managed = LabelSelector(dict(sel.match_labels), requirements)
 
     @property
     def metrics(self) -> GangqMetrics | None:
@@ -58,6 +67,15 @@ class ControllerState:
             self.telemetry.finish(key, now)
         else:
             self.engine.finish(key, now)
+
+    def default_queue(self, obj: Mapping[str, Any]) -> str | None:
+        """The LocalQueue a workload without a queue label goes to: ``default`` in the namespaces
+        ``managedJobsNamespaceSelector`` picks when ``manageJobsWithoutQueueName`` is on, else None
+        (not queued)."""
+        if not self.config.manage_jobs_without_queue_name:
+            return None
+        labels = self.namespace_labels.get(str((obj.get("metadata") or {}).get("namespace") or "default"))
+        return DEFAULT_QUEUE if labels is not None and self._managed.matches(labels) else None
 
     def watched_namespace(self, obj: Mapping[str, Any]) -> bool:
         """False when ``namespaces`` is configured and the object's namespace is not in it."""

@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gangq.api.workload import queue_name
 from gangq.core.errors import SpecError
 from gangq.operator.entry import Entry
 from gangq.operator.kube import ApiError, resource_path
@@ -147,7 +146,7 @@ class Statuses:
                 spec["active"] = False
         else:
             names = entry.kind.pod_set_names(entry.obj)
-            spec = {"queueName": queue_name(entry.obj) or "", "podSets": [{"name": n, "count": 0} for n in names]}
+            spec = {"queueName": entry.lq.partition("/")[2], "podSets": [{"name": n, "count": 0} for n in names]}
         return {
             "apiVersion": API_VERSION,
             "kind": "Workload",
