@@ -17,6 +17,7 @@ from tests.operator.helpers import (
     get,
     install,
     local_queue,
+    namespace,
     operator_config,
     start_operator,
     wait_for,
@@ -26,11 +27,11 @@ GPU = "nvidia.com/gpu"
 
 
 def job(name: str, queue: str | None, *, pods: int = 2, gpus: int = 4, run_seconds: float = 2.0,
-        suspend: bool = True) -> dict[str, Any]:
+        suspend: bool = True, ns: str = "default") -> dict[str, Any]:
     labels = {"gangq.io/queue-name": queue} if queue else {}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
         "spec": {
             "suspend": suspend, "parallelism": pods, "completions": pods, "backoffLimit": 0,
             "template": {
@@ -44,8 +45,8 @@ def job(name: str, queue: str | None, *, pods: int = 2, gpus: int = 4, run_secon
     }
 
 
-def jobs(sb: Cluster) -> dict[str, dict[str, Any]]:
-    return {j["metadata"]["name"]: j for j in sb.call(sb.store.list, "batch", "jobs", "default")["items"]}
+def jobs(sb: Cluster, ns: str = "default") -> dict[str, dict[str, Any]]:
+    return {j["metadata"]["name"]: j for j in sb.call(sb.store.list, "batch", "jobs", ns)["items"]}
 
 
 def running_pods(sb: Cluster) -> dict[str, int]:
@@ -135,5 +136,35 @@ def test_an_unsuspended_job_is_suspended_on_first_sight_and_a_started_one_report
         apply(sb, [job("unqueued", None, pods=1, gpus=0, run_seconds=1, suspend=False)])
         wait_for(lambda: complete(jobs(sb)["unqueued"]), 30, "the unqueued Job to run as it is")
         assert "gangq.io/admission" not in (jobs(sb)["unqueued"]["metadata"].get("annotations") or {})
+    finally:
+        op.stop()
+
+
+def test_a_job_without_a_queue_label_goes_to_its_namespaces_default_queue(
+        cluster_factory: Callable[..., Cluster]) -> None:
+    """manageJobsWithoutQueueName: a forgotten label is no way around the queue. In a namespace
+    with a LocalQueue ``default`` the Job is queued there; in one without, it waits, suspended,
+    saying how to submit it."""
+    sb = cluster_factory(nodes="2x{cpu:16,memory:64Gi,nvidia.com/gpu:8}")
+    install(sb)
+    namespace(sb, "team")
+    namespace(sb, "lab")
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 32, "memory": "128Gi", GPU: 16}),
+               local_queue("default", "cq", ns="team")])
+    op = start_operator(sb, operator_config(manageJobsWithoutQueueName=True))
+    try:
+        apply(sb, [job("plain", None, run_seconds=1, suspend=False, ns="team"),
+                   job("stray", None, run_seconds=1, suspend=False, ns="lab")])
+        wait_for(lambda: complete(jobs(sb, "team").get("plain") or {}), 30,
+                 "the unlabelled Job to run through 'default'")
+        admission = (jobs(sb, "team")["plain"]["metadata"].get("annotations") or {}).get("gangq.io/admission") or ""
+        assert "cq" in admission, jobs(sb, "team")["plain"]["metadata"]
+        workload = wait_for(lambda: get(sb, "Workload", "job-plain", "team"), 10, "its Workload")
+        assert workload["spec"]["queueName"] == "default"
+        status = wait_for(lambda: ((get(sb, "Workload", "job-stray", "lab") or {}).get("status") or {}).get(
+            "reason") == "LocalQueueNotFound" and get(sb, "Workload", "job-stray", "lab")["status"], 15,
+            "the stray Job's reason")
+        assert "gangq.io/queue-name" in status["message"] and "LocalQueue 'default'" in status["message"], status
+        assert jobs(sb, "lab")["stray"]["spec"]["suspend"] is True
     finally:
         op.stop()
