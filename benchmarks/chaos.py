@@ -28,10 +28,12 @@ lists it in ``unplanned_controller_exits``.
 The watcher's rules, each a violation when broken:
 
 - ``unsuspended_without_admission``: a JobSet runs without the ``gangq.io/admission`` record;
-- ``over_quota``: the running JobSets of a ClusterQueue — with the evicted ones whose pods still
-  run, charged with the admission their eviction record names — use more cpu than it may (its
-  nominal quota plus what it may borrow), or the cohort's more than its queues' nominal quotas
-  together;
+- ``over_quota``: at an admission, the running JobSets of a ClusterQueue — with the evicted ones
+  whose pods still run, charged with the admission their eviction record names — use more cpu
+  than it may (its nominal quota plus what it may borrow), or the cohort's more than its queues'
+  nominal quotas together. A pod counts as still running unless its deletion's resourceVersion
+  comes before the admission's (checked 2 s later: pods and JobSets come through separate watch
+  streams);
 - ``over_nodes``: those JobSets use more cpu than the nodes have;
 - ``suspended_without_eviction_record``: a running JobSet is suspended without a new
   ``gangq.io/eviction`` record (written in the suspending patch itself);
@@ -80,6 +82,7 @@ NODE_CPU_MILLI = 4 * 8000
 QUEUES = {"cq-a": 12, "cq-b": 12}  # nominal cpu; each may borrow all of the other's
 LEASE_DURATION = 6.0
 GRACE_SECONDS = 30.0
+SETTLE_SECONDS = 2.0  # a quota check waits this long for pod deletions reported late (Watcher.admitted_at)
 JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
 RUN_SECONDS = "sandbox.gangq.io/run-seconds"
 COMMON_FAULTS = ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst", "drop_watches", "expire_watches",
@@ -281,6 +284,8 @@ class Watcher:
     outages: list[tuple[float, float]] = field(default_factory=list)  # API-server outages (start, end)
     partial_since: dict[str, float] = field(default_factory=dict)
     events: int = 0
+    gone: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (gang, resourceVersion it went at)
+    pending_checks: list[Any] = field(default_factory=list)  # (due, admitted JobSet, its rv, running, stopping)
 
     def violation(self, kind: str, name: str, detail: str) -> None:
         self.violations.append({"kind": kind, "jobset": name, "detail": detail, "at": round(time.time(), 3)})
@@ -318,17 +323,41 @@ class Watcher:
         else:
             cq, cpu = None, 0
         self.jobsets[name] = JobSetSeen(running, suspended, terminal, admission, eviction, cq, cpu)
-        if running:
-            self.check_quota(name)
+        if running and not prev.running:
+            self.admitted_at(name, _rv(obj), now)
 
-    def check_quota(self, name: str) -> None:
-        """The running JobSets, and the evicted ones whose pods still run (charged with the
-        admission their eviction record names), fit their queues, the cohort and the nodes."""
-        live = {gang for gang, _phase, _bound in self.pods.values()}
+    def admitted_at(self, name: str, rv: int, now: float) -> None:
+        """Usage can only grow at an admission: note who runs now, and which evicted JobSets may
+        still have pods, to check at :data:`SETTLE_SECONDS` (:meth:`check_quota`). The JobSets'
+        watch is in resourceVersion order, the pods' watch is another stream: a pod deleted before
+        the admission may be reported after it, so what counts is whether its deletion's
+        resourceVersion (etcd's one counter) comes before the admission's."""
+        running = {n: (s.cq, s.cpu_milli) for n, s in self.jobsets.items() if s.running and s.cq is not None}
+        pods: dict[str, set[str]] = {}
+        for pod, (gang, _phase, _bound) in self.pods.items():
+            pods.setdefault(gang, set()).add(pod)
+        stopping = {n: (s.cq, s.cpu_milli, pods[n]) for n, s in self.jobsets.items()
+                    if not s.running and s.suspended and s.terminal is None and s.cq is not None and n in pods}
+        self.pending_checks.append((now + SETTLE_SECONDS, name, rv, running, stopping))
+
+    def run_checks(self, now: float) -> None:
+        while self.pending_checks and self.pending_checks[0][0] <= now:
+            _, name, rv, running, stopping = self.pending_checks.pop(0)
+            self.check_quota(name, rv, running, stopping)
+
+    def check_quota(self, name: str, rv: int, running: dict[str, tuple[str | None, int]],
+                    stopping: dict[str, tuple[str | None, int, set[str]]]) -> None:
+        """At the admission of ``name`` (resourceVersion ``rv``): the running JobSets, and the
+        evicted ones with a pod seen then and not deleted before ``rv`` (charged with the admission
+        their eviction record names), fit their queues, the cohort and the nodes."""
+        charged = list(running.values())
+        for cq, cpu, pods in stopping.values():
+            if any(pod not in self.gone or self.gone[pod][1] > rv for pod in pods):
+                charged.append((cq, cpu))
         by_cq: dict[str, int] = {}
-        for js_name, seen in self.jobsets.items():
-            if seen.cq is not None and (seen.running or js_name in live):
-                by_cq[seen.cq] = by_cq.get(seen.cq, 0) + seen.cpu_milli
+        for cq, cpu in charged:
+            if cq is not None:
+                by_cq[cq] = by_cq.get(cq, 0) + cpu
         cohort = sum(QUEUES.values()) * 1000
         total = sum(by_cq.values())
         for cq, used in by_cq.items():
@@ -349,7 +378,8 @@ class Watcher:
             return
         phase = str((obj.get("status") or {}).get("phase") or "Pending")
         if event_type == "DELETED" or phase in ("Succeeded", "Failed"):
-            self.pods.pop(key, None)
+            if self.pods.pop(key, None) is not None or key not in self.gone:
+                self.gone[key] = (gang, _rv(obj))
         else:
             self.pods[key] = (gang, phase, bool((obj.get("spec") or {}).get("nodeName")))
 
@@ -404,12 +434,14 @@ class Watcher:
                                                        self.pod_event)),
                      asyncio.ensure_future(self._pods_loop(session, stop))]
             await stop.wait()
+            self.run_checks(float("inf"))
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _pods_loop(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            self.run_checks(time.time())
             for gang, what in self.suspects(time.time()):
                 await self.confirm(session, gang, what)
             await asyncio.sleep(1.0)
@@ -427,8 +459,9 @@ class Watcher:
                 for item in items:
                     handle("ADDED", item)
                 if path.endswith("/pods"):  # deleted while the watch was down: no DELETED event comes
-                    for gone in set(self.pods) - listed:
-                        del self.pods[gone]
+                    list_rv = int(listing["metadata"].get("resourceVersion") or 0)
+                    for gone in set(self.pods) - listed:  # gone by the list's resourceVersion at the latest
+                        self.gone.setdefault(gone, (self.pods.pop(gone)[0], list_rv))
                 rv = listing["metadata"]["resourceVersion"]
                 url = f"{self.api.url}{path}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
                 async with session.get(url, timeout=aiohttp.ClientTimeout(total=None, sock_read=90)) as resp:
@@ -444,6 +477,13 @@ class Watcher:
                             handle(event["type"], event["object"])
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
                 await asyncio.sleep(0.5)
+
+
+def _rv(obj: dict[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
 
 
 def _terminal(obj: dict[str, Any]) -> str | None:
