@@ -262,10 +262,13 @@ class Gangs:
             self._finish(entry, terminal, now)
             return
         if entry.state in ("Pending", "Inadmissible"):
-            if not suspended and recorded_admission(obj) is None and not entry.writing:
-                self.writer.write_suspend(entry, restore=False)
             if kind.signature(obj) != entry.sig:
                 self.submit(entry, now)
+            if not suspended and not entry.writing:
+                if recorded_admission(obj) is None:
+                    self.writer.write_suspend(entry, restore=False)
+                elif entry.state == "Pending":
+                    self._admitted_unbeknown(entry, now)
         elif entry.state == "Admitted":
             if suspended and not entry.writing:
                 # Someone else suspended an admitted workload: give its quota back and requeue it.
@@ -279,6 +282,31 @@ class Gangs:
                 self.statuses.mark(entry, now, urgent=True)
         elif entry.state == "Evicting":
             self.maybe_eviction_done(entry, now)
+
+    def _admitted_unbeknown(self, entry: Entry, now: float) -> None:
+        """Our admission patch went through though its answer was lost (the connection cut by an
+        API-server restart, an error after etcd committed it): the object runs with our admission
+        record while the engine holds it queued, its quota free for others. It is charged as
+        recorded if that fits; if not, it is stopped (eviction reason ``AdmissionUnconfirmed``)."""
+        recorded = recorded_admission(entry.obj)
+        spec = entry.spec
+        if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
+            return
+        by_name = {a.get("name"): a.get("flavors") or {} for a in recorded.get("podSetAssignments") or []
+                   if isinstance(a, dict)}
+        flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+        admission, why = self.state.engine.restore(spec, recorded["clusterQueue"], flavors, now)
+        if admission is not None and not why:
+            log.warning("%s %s runs with an admission whose answer was lost: charged to %s as recorded",
+                        entry.kind.kind, entry.key, admission.cluster_queue)
+            self.mark_admitted(entry, admission, now)
+            return
+        if admission is not None:  # charged over quota: take it back and queue the gang again
+            self.state.finish(entry.key, now)
+            self.state.engine.submit(spec, now)
+        message = f"it runs with an admission whose answer was lost and that no longer fits: {why}"
+        log.warning("%s %s: %s; suspending it", entry.kind.kind, entry.key, message)
+        self.writer.write_suspend(entry, restore=True, eviction=("AdmissionUnconfirmed", message))
 
     def _started_before_queued(self, entry: Entry) -> None:
         """Its pods ran before gangq saw it: outside every quota for that while. Said on the object
@@ -423,6 +451,10 @@ class Gangs:
             self.child_jobs[key] = jobs
         else:
             self.child_jobs.pop(key, None)
+        if not (entry.obj.get("spec") or {}).get("suspend") and not entry.writing:
+            # the suspend did not go through (its retries failed): send it again
+            self.writer.write_suspend(entry, restore=True, eviction=(entry.reason, entry.message))
+            return
         self.maybe_eviction_done(entry, now)
 
     def maybe_eviction_done(self, entry: Entry, now: float) -> None:

@@ -150,3 +150,81 @@ def test_the_resync_reads_only_gangs_that_are_still_stopping() -> None:
         assert c.entries[key].state == "Pending"
 
     asyncio.run(main())
+
+
+class LosingClient(StubClient):
+    """The admission patch reaches etcd, but its answer is lost (an API-server restart)."""
+
+    async def patch(self, path: str, body: Any, content_type: str = "", *, want_body: bool = True) -> dict[str, Any]:
+        self.writes.append(("PATCH", path))
+        unsuspends = isinstance(body, list) and any(
+            op.get("path") == "/spec/suspend" and op.get("value") is False for op in body)
+        if unsuspends:
+            from gangq.operator.kube import ApiError
+
+            raise ApiError(500, "InternalError", "the connection was cut")
+        return {}
+
+
+def setup_queue(c: Controller, cpu: int) -> None:
+    k = c.kinds
+    k.apply("namespaces", "ADDED", {"metadata": {"name": "default", "resourceVersion": "1"}}, NOW)
+    k.apply("resourceflavors", "ADDED", {"metadata": {"name": "default", "resourceVersion": "2"}, "spec": {}}, NOW)
+    k.apply("clusterqueues", "ADDED", {"metadata": {"name": "cq", "resourceVersion": "3"}, "spec": {
+        "namespaceSelector": {}, "admissionMode": "QuotaOnly", "resourceGroups": [{"coveredResources": ["cpu"],
+        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": str(cpu)}]}]}]}}, NOW)
+    k.apply("localqueues", "ADDED", {"metadata": {"name": "q", "namespace": "default", "resourceVersion": "4"},
+                                     "spec": {"clusterQueue": "cq"}}, NOW)
+    c.recovered.set()
+
+
+async def admission_lost(c: Controller) -> None:
+    """The JobSet is admitted, the patch's answer is lost: the gang goes back to its queue."""
+    c.kinds.apply("jobsets", "ADDED", jobset(True, 10), NOW)
+    c.gangs.handle(c.state.schedule(NOW), NOW)
+    await asyncio.sleep(0.05)
+    for plural, event_type, obj, _ in [c.loop.inbox.get_nowait() for _ in range(c.loop.inbox.qsize())]:
+        c.kinds.apply(plural, event_type, obj, NOW)
+    assert c.entries["default/train"].state == "Pending"
+
+
+def admitted_object() -> dict[str, Any]:
+    obj = jobset(False, 20, admitted=True)
+    obj["metadata"]["annotations"]["gangq.io/admission"] = (
+        '{"clusterQueue": "cq", "podSetAssignments": [{"name": "w", "count": 1, "flavors": {"cpu": "default"}}]}')
+    return obj
+
+
+def test_an_admission_whose_answer_was_lost_is_charged_when_the_object_shows_it() -> None:
+    async def main() -> None:
+        c = Controller(LosingClient(), parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        setup_queue(c, cpu=4)
+        await admission_lost(c)
+        c.kinds.apply("jobsets", "MODIFIED", admitted_object(), NOW + 1)  # it runs: the patch went through
+        assert c.entries["default/train"].state == "Admitted"
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_an_admission_whose_answer_was_lost_and_no_longer_fits_is_stopped() -> None:
+    async def main() -> None:
+        client = LosingClient()
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        setup_queue(c, cpu=2)
+        await admission_lost(c)
+        c.state.engine.deactivate("default/train", NOW, "parked")  # meanwhile another gang takes the quota
+        other = jobset(True, 30)
+        other["metadata"].update({"name": "other", "uid": "u2"})
+        c.kinds.apply("jobsets", "ADDED", other, NOW)
+        c.gangs.handle(c.state.schedule(NOW), NOW)
+        assert c.entries["default/other"].state == "Admitted"
+        c.state.engine.reactivate("default/train", NOW)
+        client.writes.clear()
+        c.kinds.apply("jobsets", "MODIFIED", admitted_object(), NOW + 1)  # "train" runs too: over quota
+        await asyncio.sleep(0.05)
+        assert c.entries["default/train"].state == "Pending"
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+        assert ("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/train") in client.writes
+
+    asyncio.run(main())
