@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any, Final
 
 from gangq.api.workload import queue_name
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
+from gangq.core.model import WorkloadSpec
 from gangq.jobset import constants as js
 from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, child_of_jobset, queued, workload_owner
 from gangq.operator.entry import Entry
@@ -134,12 +136,7 @@ class Gangs:
         spec = entry.spec
         if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
             return False
-        by_name = {
-            a.get("name"): a.get("flavors") or {}
-            for a in recorded.get("podSetAssignments") or []
-            if isinstance(a, dict)
-        }
-        flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+        flavors = recorded_flavors(recorded, spec)
         engine = self.state.engine
         restore = engine.restore_stopping if stopping else engine.restore
         admission, why = restore(spec, recorded["clusterQueue"], flavors, now)
@@ -292,9 +289,7 @@ class Gangs:
         spec = entry.spec
         if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
             return
-        by_name = {a.get("name"): a.get("flavors") or {} for a in recorded.get("podSetAssignments") or []
-                   if isinstance(a, dict)}
-        flavors = [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+        flavors = recorded_flavors(recorded, spec)
         admission, why = self.state.engine.restore(spec, recorded["clusterQueue"], flavors, now)
         if admission is not None and not why:
             log.warning("%s %s runs with an admission whose answer was lost: charged to %s as recorded",
@@ -614,3 +609,10 @@ class Gangs:
             self.statuses.write_active(entry)
         self.statuses.mark(entry, now, urgent=True)
         self.writer.write_suspend(entry, restore=True, event=(d.reason, d.message))
+
+
+def recorded_flavors(recorded: Mapping[str, Any], spec: WorkloadSpec) -> list[dict[str, str]]:
+    """The flavors (resource → flavor) per pod set, in the spec's order, of a recorded admission."""
+    by_name = {a.get("name"): a.get("flavors") or {} for a in recorded.get("podSetAssignments") or []
+               if isinstance(a, dict)}
+    return [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
