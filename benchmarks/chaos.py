@@ -32,8 +32,8 @@ The watcher's rules, each a violation when broken:
   whose pods still run, charged with the admission their eviction record names — use more cpu
   than it may (its nominal quota plus what it may borrow), or the cohort's more than its queues'
   nominal quotas together. A pod counts as still running unless its deletion's resourceVersion
-  comes before the admission's (checked 2 s later: pods and JobSets come through separate watch
-  streams);
+  comes before the admission's (checked once the pods' watch stream has passed the admission's
+  resourceVersion: pods and JobSets come through separate streams);
 - ``over_nodes``: those JobSets use more cpu than the nodes have;
 - ``suspended_without_eviction_record``: a running JobSet is suspended without a new
   ``gangq.io/eviction`` record (written in the suspending patch itself);
@@ -82,7 +82,8 @@ NODE_CPU_MILLI = 4 * 8000
 QUEUES = {"cq-a": 12, "cq-b": 12}  # nominal cpu; each may borrow all of the other's
 LEASE_DURATION = 6.0
 GRACE_SECONDS = 30.0
-SETTLE_SECONDS = 2.0  # a quota check waits this long for pod deletions reported late (Watcher.admitted_at)
+SETTLE_SECONDS = 2.0  # a quota check waits at least this long for pod deletions reported late (Watcher.admitted_at)
+CATCH_UP_SECONDS = 120.0  # ... and at most this long past it for the pods' watch to reach the admission
 JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2"
 RUN_SECONDS = "sandbox.gangq.io/run-seconds"
 COMMON_FAULTS = ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst", "drop_watches", "expire_watches",
@@ -285,6 +286,7 @@ class Watcher:
     partial_since: dict[str, float] = field(default_factory=dict)
     events: int = 0
     gone: dict[str, tuple[str, int]] = field(default_factory=dict)  # pod -> (gang, resourceVersion it went at)
+    pods_rv: int = 0  # the pods' watch has delivered every event up to this resourceVersion
     pending_checks: list[Any] = field(default_factory=list)  # (due, admitted JobSet, its rv, running, stopping)
 
     def violation(self, kind: str, name: str, detail: str) -> None:
@@ -341,8 +343,13 @@ class Watcher:
         self.pending_checks.append((now + SETTLE_SECONDS, name, rv, running, stopping))
 
     def run_checks(self, now: float) -> None:
-        while self.pending_checks and self.pending_checks[0][0] <= now:
-            _, name, rv, running, stopping = self.pending_checks.pop(0)
+        """The quota checks whose admission the pods' stream has caught up with (every pod deletion
+        before it seen), or that waited :data:`CATCH_UP_SECONDS` for it."""
+        while self.pending_checks:
+            due, name, rv, running, stopping = self.pending_checks[0]
+            if now < due or (self.pods_rv < rv and now < due + CATCH_UP_SECONDS):
+                return
+            self.pending_checks.pop(0)
             self.check_quota(name, rv, running, stopping)
 
     def check_quota(self, name: str, rv: int, running: dict[str, tuple[str | None, int]],
@@ -434,7 +441,7 @@ class Watcher:
                                                        self.pod_event)),
                      asyncio.ensure_future(self._pods_loop(session, stop))]
             await stop.wait()
-            self.run_checks(float("inf"))
+            self.run_checks(float("inf"))  # the run is over: every check left is made as it stands
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -458,10 +465,12 @@ class Watcher:
                 listed = {str((item.get("metadata") or {}).get("name")) for item in items}
                 for item in items:
                     handle("ADDED", item)
-                if path.endswith("/pods"):  # deleted while the watch was down: no DELETED event comes
+                pods = path.endswith("/pods")
+                if pods:  # deleted while the watch was down: no DELETED event comes
                     list_rv = int(listing["metadata"].get("resourceVersion") or 0)
                     for gone in set(self.pods) - listed:  # gone by the list's resourceVersion at the latest
                         self.gone.setdefault(gone, (self.pods.pop(gone)[0], list_rv))
+                    self.pods_rv = max(self.pods_rv, list_rv)
                 rv = listing["metadata"]["resourceVersion"]
                 url = f"{self.api.url}{path}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
                 async with session.get(url, timeout=aiohttp.ClientTimeout(total=None, sock_read=90)) as resp:
@@ -475,6 +484,8 @@ class Watcher:
                             break
                         if event.get("type") != "BOOKMARK":
                             handle(event["type"], event["object"])
+                        if pods:  # the pods' stream has delivered everything up to here
+                            self.pods_rv = max(self.pods_rv, _rv(event.get("object") or {}))
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
                 await asyncio.sleep(0.5)
 
