@@ -358,9 +358,11 @@ class Watcher:
         evicted ones with a pod seen then and not deleted before ``rv`` (charged with the admission
         their eviction record names), fit their queues, the cohort and the nodes."""
         charged = list(running.values())
-        for cq, cpu, pods in stopping.values():
+        still: list[str] = []  # the evicted JobSets charged, for the violation's detail
+        for js_name, (cq, cpu, pods) in stopping.items():
             if any(pod not in self.gone or self.gone[pod][1] > rv for pod in pods):
                 charged.append((cq, cpu))
+                still.append(f"{js_name} ({sorted(pods)}, gone at {[self.gone.get(p, ('', None))[1] for p in pods]})")
         by_cq: dict[str, int] = {}
         for cq, cpu in charged:
             if cq is not None:
@@ -371,7 +373,9 @@ class Watcher:
             if used > cohort:  # nominal plus everything it may borrow: the whole cohort
                 self.violation("over_quota", name, f"ClusterQueue {cq} runs {used}m cpu, may use {cohort}m")
         if total > cohort:
-            self.violation("over_quota", name, f"cohort pool runs {total}m cpu of {cohort}m nominal")
+            self.violation("over_quota", name, f"cohort pool runs {total}m cpu of {cohort}m nominal at "
+                                               f"resourceVersion {rv}: {len(running)} running, evicted with pods: "
+                                               f"{'; '.join(still) or 'none'}")
         if total > NODE_CPU_MILLI:
             self.violation("over_nodes", name, f"{total}m cpu running on nodes of {NODE_CPU_MILLI}m")
 

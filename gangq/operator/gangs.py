@@ -501,7 +501,7 @@ class Gangs:
         entry.writing = False
         if entry.state != "Admitted":
             return
-        log.warning("JobSet %s: admission write failed (%s); requeueing", key, obj.get("error"))
+        log.warning("%s %s: admission write failed (%s); requeueing", entry.kind.kind, key, obj.get("error"))
         metrics = self.state.metrics
         if metrics is not None and entry.cluster_queue:
             with contextlib.suppress(Exception):
@@ -509,7 +509,13 @@ class Gangs:
         self.state.finish(key, now)
         entry.state = "Pending"
         entry.admission = None
+        current = obj.get("object")
+        if isinstance(current, dict) and resource_version(current) >= entry.rv:
+            entry.obj = current  # as read after the failure
+            entry.rv = resource_version(current)
         self.submit(entry, now)
+        if not (entry.obj.get("spec") or {}).get("suspend") and recorded_admission(entry.obj) is not None:
+            self._admitted_unbeknown(entry, now)  # an earlier admission of ours went through after all
 
     # ------------------------------------------------------------------------------------------
     # Decisions

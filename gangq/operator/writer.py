@@ -155,7 +155,10 @@ class Writer:
                 ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
             ops.append({"op": "add", "path": _ADMISSION_PATH, "value": recorded})
             ops = [o for o in ops if o["path"] != "/spec/suspend"]
-            ops.append({"op": "add", "path": "/spec/suspend", "value": False})  # even if `current` is stale
+            # Only a suspended object is admitted: a second admission of a running one (its first
+            # patch went through, its answer was lost) would rewrite the record under running pods.
+            ops.append({"op": "test", "path": "/spec/suspend", "value": True})
+            ops.append({"op": "add", "path": "/spec/suspend", "value": False})
             return ops
 
         decided = time.monotonic()
@@ -179,13 +182,20 @@ class Writer:
                     if err.status == 404:
                         self.report(WRITTEN, {"key": key})
                         return
-                    if attempt == 0 and err.status in (409, 422):
-                        try:
-                            current = await self.state.client.get(path)
-                            continue
-                        except ApiError:
-                            pass
-                    self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
+                    # A conflict, a failed test, or no answer at all (an API-server restart): read
+                    # the object to learn what happened — the patch may have gone through.
+                    try:
+                        current = await self.state.client.get(path)
+                    except ApiError:
+                        self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
+                        return
+                    if _admitted_as(current, d):
+                        log.info("%s %s: the admission went through (%s)", entry.kind.kind, key, err)
+                        self.report(WRITTEN, {"key": key, "object": current})
+                        return
+                    if attempt == 0 and err.status in (409, 422) and (current.get("spec") or {}).get("suspend"):
+                        continue
+                    self.report(ADMISSION_FAILED, {"key": key, "error": str(err), "object": current})
                     return
                 except SpecError as err:
                     self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
@@ -325,6 +335,17 @@ class Writer:
                 log.debug("event for %s not posted: %s", entry.key, err)
 
         self.spawn(None, post)
+
+
+def _admitted_as(obj: Mapping[str, Any], d: Admission) -> bool:
+    """Does ``obj`` run with an admission record of ``d``'s ClusterQueue and flavors?"""
+    if (obj.get("spec") or {}).get("suspend"):
+        return False
+    recorded = recorded_admission(obj)
+    if recorded is None or recorded.get("clusterQueue") != d.cluster_queue:
+        return False
+    flavors = {a.get("name"): a.get("flavors") for a in recorded.get("podSetAssignments") or [] if isinstance(a, dict)}
+    return all(flavors.get(ps.name) == dict(ps.flavors) for ps in d.pod_sets)
 
 
 def _annotation_ops(old: Mapping[str, str], new: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -228,3 +228,36 @@ def test_an_admission_whose_answer_was_lost_and_no_longer_fits_is_stopped() -> N
         assert ("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/train") in client.writes
 
     asyncio.run(main())
+
+
+def test_a_lost_admission_answer_is_learned_by_reading_the_object_not_admitted_twice() -> None:
+    """The patch went through, its answer was lost: the writer reads the object, sees its own
+    admission and keeps the gang admitted; it never sends a second admission to a running object
+    (each admission patch tests ``spec.suspend: true``)."""
+    async def main() -> None:
+        client = LosingClient()
+        seen: list[Any] = []
+
+        async def get(path: str) -> dict[str, Any]:
+            obj = admitted_object()
+            obj["metadata"]["annotations"]["gangq.io/admission"] = (
+                '{"clusterQueue": "cq", "podSetAssignments": [{"name": "w", "count": 1, '
+                '"flavors": {"cpu": "default"}}]}')
+            seen.append(path)
+            return obj
+
+        client.get = get  # type: ignore[method-assign]
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        setup_queue(c, cpu=4)
+        c.kinds.apply("jobsets", "ADDED", jobset(True, 10), NOW)
+        c.gangs.handle(c.state.schedule(NOW), NOW)
+        await asyncio.sleep(0.05)
+        for plural, event_type, obj, _ in [c.loop.inbox.get_nowait() for _ in range(c.loop.inbox.qsize())]:
+            c.kinds.apply(plural, event_type, obj, NOW)
+        assert seen == ["/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/train"]
+        assert c.entries["default/train"].state == "Admitted"
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+        patches = [w for w in client.writes if w == ("PATCH", seen[0])]
+        assert len(patches) == 1  # no second admission
+
+    asyncio.run(main())
