@@ -136,6 +136,10 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     ("batch", "jobs", "delete"): "a failed attempt's Jobs are deleted when the JobSet restarts",
     ("batch", "jobs/status", "patch"): "a suspended Job's startTime is cleared before its template changes",
     ("", "configmaps", "create"): "the MPI framework's hostfile ConfigMap",
+    ("batch", "jobs", "get"): "a queued Job's admission patch that meets a conflict, or loses its answer, reads the "
+                              "Job again (tests/operator/test_jobs_e2e.py queues Jobs)",
+    ("gangq.io", "workloads", "patch"): "spec.active: false, written when a gang exceeds podsReady.backoffLimit "
+                                        "(tests/operator/test_active_e2e.py)",
 }
 
 
