@@ -160,8 +160,10 @@ class JobKind(WorkloadKind):
         return [batchjob.POD_SET]
 
     def started(self, obj: Mapping[str, Any]) -> bool:
+        # startTime: set when the Job controller first runs the Job, before its pods exist (its
+        # active count can lag behind pods that already run)
         status = obj.get("status") or {}
-        return bool(status.get("active") or status.get("succeeded") or status.get("failed"))
+        return bool(status.get("startTime") or status.get("active") or status.get("succeeded") or status.get("failed"))
 
 
 JOBSET: Final = JobSetKind()
