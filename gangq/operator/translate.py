@@ -189,19 +189,17 @@ def eviction_record(reason: str, message: str, at: float, admission: Mapping[str
 
 def recorded_eviction(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """The eviction recorded on a JobSet (annotation ``gangq.io/eviction``), if readable."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(EVICTION_ANNOTATION)
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return _json_annotation(obj, EVICTION_ANNOTATION)
 
 
 def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """The admission recorded on a JobSet (annotation ``gangq.io/admission``), if readable."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ADMISSION_ANNOTATION)
+    return _json_annotation(obj, ADMISSION_ANNOTATION)
+
+
+def _json_annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The JSON object in annotation ``key``, or None when absent or not a JSON object."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
     if not text:
         return None
     try:
