@@ -21,7 +21,7 @@ resourceVersion), ``storm_5xx`` and
 4 s), ``latency`` (300 ms on every request for 5 s); on the real control plane also
 ``apiserver_restart`` and ``etcd_kill9`` (restarted with its data kept).
 
-A leader that cannot renew its Lease within 0.8 of its duration (an API-server restart longer than
+A leader that cannot renew its Lease within two thirds of its duration (an API-server restart longer than
 that) stops leading and exits, as controller-runtime's managers do; the run starts it again and
 lists it in ``unplanned_controller_exits``.
 

@@ -277,6 +277,8 @@ class FaultProxy:
                     if watch is not None:
                         self._watches.pop(id(watch), None)
                 return stream
+        except ConnectionResetError:  # the client went away mid-request (a controller killed)
+            return web.Response(status=499)
         except aiohttp.ClientError as err:
             log.info("fault proxy: %s %s: upstream failed: %s", request.method, request.path, err)
             return web.Response(status=502, text=json.dumps({"kind": "Status", "status": "Failure", "code": 502,

@@ -84,6 +84,12 @@ class Controller:
             await self.recover()
         await self.loop.run()
 
+    async def abandon(self) -> None:
+        """Stop the loop and cancel every write not yet answered (the Lease is lost)."""
+        log.warning("controller stopping without its writes in flight: the Lease is lost")
+        self.stopping.set()
+        await self.writer.cancel()
+
     async def stop(self, timeout: float = STOP_WAIT_SECONDS) -> None:
         """Stop the loop and wait (at most ``timeout`` seconds) for the writes in flight."""
         telemetry = self.state.telemetry

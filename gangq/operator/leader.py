@@ -14,11 +14,15 @@ import contextlib
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from gangq.operator.kube import ApiError, KubeClient, resource_path
 
 log = logging.getLogger(__name__)
+
+RENEW_DEADLINE: Final = 2 / 3
+"""The part of the Lease's duration within which the leader must renew or stop (client-go's
+defaults: renew deadline 10 s of a 15 s lease)."""
 
 
 def _micro(t: float) -> str:
@@ -128,16 +132,25 @@ class LeaseElector:
         return False
 
     async def keep(self, stop: asyncio.Event) -> None:
-        """Renew until ``stop``; set :attr:`lost` if the lease could not be renewed in time."""
+        """Renew until ``stop``; set :attr:`lost` once the lease could not be renewed within
+        :data:`RENEW_DEADLINE` of its duration. Each attempt is bounded by that deadline, so the
+        leader stops before another replica may take the Lease (at its full duration), not after
+        a request that hung through an API-server restart: two leaders admitting at once overfill
+        the queues."""
         last_ok = time.time()
         while not stop.is_set():
+            deadline = last_ok + self.duration * RENEW_DEADLINE
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.renew_interval)
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, min(self.renew_interval, deadline - time.time())))
             if stop.is_set():
                 break
-            if await self.try_acquire():
+            renewed = False
+            if time.time() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    renewed = await asyncio.wait_for(self.try_acquire(), timeout=max(0.1, deadline - time.time()))
+            if renewed:
                 last_ok = time.time()
-            elif time.time() - last_ok > self.duration * 0.8:
+            elif time.time() >= deadline:
                 log.error("leader election: %s lost Lease %s/%s", self.identity, self.namespace, self.name)
                 self.leading = False
                 self.lost.set()

@@ -249,7 +249,11 @@ async def run_operator(
         stop.set()
         deadline = loop.time() + SHUTDOWN_SECONDS
         log.debug("stopping the controller")
-        await controller.stop(DRAIN_SECONDS)
+        if elector is not None and elector.lost.is_set():
+            # Another replica may lead now: nothing more of ours may reach the API server.
+            await controller.abandon()
+        else:
+            await controller.stop(DRAIN_SECONDS)
         mine = [resync_task, loop_task, *waiters[1:]]
         if keeper is not None:
             mine.append(keeper)

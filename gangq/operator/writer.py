@@ -126,6 +126,14 @@ class Writer:
 
         task.add_done_callback(done)
 
+    async def cancel(self) -> None:
+        """Cancel every write task (queued or in flight)."""
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the writes in flight."""
         tasks = list(self.tasks)
