@@ -9,6 +9,11 @@ queued, admitted, evicted, restored after a restart and reported the same way.
 |---|---|---|---|
 | JobSet (jobset.x-k8s.io/v1alpha2) | one per replicatedJob | ``spec.suspend`` | conditions ``Completed`` / ``Failed`` |
 | Job (batch/v1) | ``main``: its parallel pods | ``spec.suspend`` | conditions ``Complete`` / ``Failed`` |
+| PyTorchJob, TFJob (kubeflow.org/v1), | one per replica type, | ``spec.runPolicy.suspend`` | conditions |
+| MPIJob (kubeflow.org/v2beta1) | named in lower case | | ``Succeeded`` / ``Failed`` |
+
+The Kubeflow kinds are optional: their CRDs may not be served, and then there is nothing of theirs
+to queue (:attr:`WorkloadKind.optional`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gangq.api import batchjob
+from gangq.api import batchjob, kubeflow
 from gangq.api.workload import admission_patch, jobset_to_workload, queue_name, restore_patch
 from gangq.core.decisions import Admission
 from gangq.core.model import FlavorSpec, WorkloadSpec
@@ -35,6 +40,9 @@ class WorkloadKind:
     plural: str
     workload_prefix: str  # the Workload object's name is this + the object's name
     owner_label: str  # on the Workload: the object's name
+    suspend_path: str = "/spec/suspend"
+    optional: bool = False  # its CRD may not be served (nothing to queue then)
+    has_child_jobs: bool = False  # its pods come through Jobs it creates (an eviction waits for them)
 
     @property
     def api_version(self) -> str:
@@ -54,6 +62,17 @@ class WorkloadKind:
     def ours(self, obj: Mapping[str, Any]) -> bool:
         """Does gangq queue this object (not one another controller owns)? Queue label aside."""
         return True
+
+    def suspended(self, obj: Mapping[str, Any]) -> bool:
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def suspend_ops(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """JSON Patch operations that suspend the object (and nothing else)."""
+        return [{"op": "add", "path": self.suspend_path, "value": True}]
+
+    def pod_selector(self, name: str) -> str:
+        """The label selector of the object's pods."""
+        raise NotImplementedError
 
     def workload_name(self, name: str) -> str:
         """The Workload's name: the prefix and the object's name, shortened to an object name's 253
@@ -99,6 +118,10 @@ class JobSetKind(WorkloadKind):
     plural = js.PLURAL
     workload_prefix = "jobset-"
     owner_label = "gangq.io/jobset-name"
+    has_child_jobs = True
+
+    def pod_selector(self, name: str) -> str:
+        return f"{js.JOBSET_NAME_KEY}={name}"
 
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
                     workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
@@ -138,6 +161,9 @@ class JobKind(WorkloadKind):
     def ours(self, obj: Mapping[str, Any]) -> bool:
         return not batchjob.owned_by_another_controller(obj)
 
+    def pod_selector(self, name: str) -> str:
+        return f"{batchjob.JOB_NAME_LABEL}={name}"
+
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
                     workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         return batchjob.job_to_workload(obj, priority_classes=priority_classes,
@@ -166,22 +192,98 @@ class JobKind(WorkloadKind):
         return bool(status.get("startTime") or status.get("active") or status.get("succeeded") or status.get("failed"))
 
 
+class KubeflowJobKind(WorkloadKind):
+    """PyTorchJob, TFJob, MPIJob (:mod:`gangq.api.kubeflow`)."""
+
+    group = kubeflow.GROUP
+    suspend_path = kubeflow.SUSPEND_PATH
+    optional = True
+
+    def __init__(self, kf: kubeflow.KubeflowKind) -> None:
+        self.kf = kf
+        self.kind = kf.kind
+        self.version = kf.version
+        self.plural = kf.plural
+        self.workload_prefix = f"{kf.kind.lower()}-"
+        self.owner_label = f"gangq.io/{kf.kind.lower()}-name"
+
+    def key(self, namespace: str, name: str) -> str:
+        return self.kf.key(namespace, name)
+
+    def suspended(self, obj: Mapping[str, Any]) -> bool:
+        return kubeflow.suspended(obj)
+
+    def suspend_ops(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = []
+        if not isinstance((obj.get("spec") or {}).get("runPolicy"), dict):
+            ops.append({"op": "add", "path": "/spec/runPolicy", "value": {}})
+        return [*ops, {"op": "add", "path": self.suspend_path, "value": True}]
+
+    def pod_selector(self, name: str) -> str:
+        return f"{kubeflow.JOB_NAME_LABEL}={name}"
+
+    def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
+                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
+        return kubeflow.to_workload(self.kf, obj, priority_classes=priority_classes,
+                                    workload_priority_classes=workload_priority_classes, default_queue=default_queue)
+
+    def terminal(self, obj: Mapping[str, Any]) -> str | None:
+        return kubeflow.terminal(obj)
+
+    def admission_ops(self, obj: Mapping[str, Any], admission: Admission,
+                      flavors: Mapping[str, FlavorSpec]) -> list[dict[str, Any]]:
+        return kubeflow.admission_ops(self.kf, obj, admission, flavors)
+
+    def eviction_ops(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return kubeflow.eviction_ops(self.kf, obj)
+
+    def pod_set_names(self, obj: Mapping[str, Any]) -> list[str]:
+        return [kubeflow.pod_set_name(t) for t in kubeflow.replica_types(self.kf, obj)] or ["main"]
+
+    def started(self, obj: Mapping[str, Any]) -> bool:
+        return kubeflow.started(obj)
+
+
 JOBSET: Final = JobSetKind()
 JOB: Final = JobKind()
-BY_PLURAL: Final[dict[str, WorkloadKind]] = {JOBSET.plural: JOBSET, JOB.plural: JOB}
-BY_KIND: Final[dict[str, WorkloadKind]] = {JOBSET.kind: JOBSET, JOB.kind: JOB}
+PYTORCHJOB: Final = KubeflowJobKind(kubeflow.PYTORCHJOB)
+TFJOB: Final = KubeflowJobKind(kubeflow.TFJOB)
+MPIJOB: Final = KubeflowJobKind(kubeflow.MPIJOB)
+KINDS: Final[tuple[WorkloadKind, ...]] = (JOBSET, JOB, PYTORCHJOB, TFJOB, MPIJOB)
+BY_PLURAL: Final[dict[str, WorkloadKind]] = {k.plural: k for k in KINDS}
+BY_KIND: Final[dict[str, WorkloadKind]] = {k.kind: k for k in KINDS}
+_KUBEFLOW_BY_OPERATOR: Final = {k.kf.operator_name: k for k in (PYTORCHJOB, TFJOB, MPIJOB)}
+
+
+def _kubeflow_kind(meta: Mapping[str, Any], labels: Mapping[str, Any]) -> KubeflowJobKind | None:
+    """The Kubeflow kind of a pod labelled with a Kubeflow job's name: its controller owner's kind
+    (the training operator creates pods itself), else its operator's label (an MPIJob's launcher
+    runs in a Job of its own)."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            kind = BY_KIND.get(str(ref.get("kind")))
+            if isinstance(kind, KubeflowJobKind):
+                return kind
+    return _KUBEFLOW_BY_OPERATOR.get(str(labels.get(kubeflow.OPERATOR_NAME_LABEL)))
 
 
 def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
     """The key of the gang a pod belongs to and its pod set: a JobSet's (label
-    ``jobset.sigs.k8s.io/jobset-name``; its child Jobs' pods carry a Job's labels too), else a
-    Job's (``batch.kubernetes.io/job-name``); None for other pods."""
+    ``jobset.sigs.k8s.io/jobset-name``; its child Jobs' pods carry a Job's labels too), a Kubeflow
+    job's (``training.kubeflow.org/job-name``, pod set from ``…/replica-type``), else a Job's
+    (``batch.kubernetes.io/job-name``); None for other pods."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ns = str(meta.get("namespace") or "default")
     name = labels.get(js.JOBSET_NAME_KEY)
     if name:
         return JOBSET.key(ns, name), labels.get(js.REPLICATED_JOB_NAME_KEY)
+    name = labels.get(kubeflow.JOB_NAME_LABEL)
+    if name:
+        kf = _kubeflow_kind(meta, labels)
+        if kf is not None:
+            rtype = labels.get(kubeflow.REPLICA_TYPE_LABEL)
+            return kf.key(ns, name), kubeflow.pod_set_name(str(rtype)) if rtype else None
     name = labels.get(batchjob.JOB_NAME_LABEL)
     if name:
         return JOB.key(ns, name), batchjob.POD_SET
@@ -202,7 +304,7 @@ def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     a queued kind), or None for a Workload gangq did not create."""
     meta = obj.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        kind = BY_KIND.get(ref.get("kind")) if isinstance(ref, dict) and ref.get("controller") else None
+        kind = BY_KIND.get(str(ref.get("kind"))) if isinstance(ref, dict) and ref.get("controller") else None
         if kind is not None and ref.get("name"):
             return kind.key(str(meta.get("namespace") or "default"), str(ref["name"])), str(ref.get("uid") or "")
     return None

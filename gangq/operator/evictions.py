@@ -14,8 +14,6 @@ import heapq
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from gangq.api import batchjob
-from gangq.jobset import constants as js
 from gangq.operator.adapters import JOB
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
@@ -60,16 +58,14 @@ class EvictionResync:
         key = entry.key
         ns = entry.namespace
         client = self.state.client
-        if entry.kind is JOB:
-            selector = f"{batchjob.JOB_NAME_LABEL}={entry.name}"
-        else:
-            selector = f"{js.JOBSET_NAME_KEY}={entry.name}"
+        selector = entry.kind.pod_selector(entry.name)
+        child_jobs = entry.kind.has_child_jobs
 
         async def read() -> None:
             try:
                 pods = await client.list(resource_path("", "v1", "pods", ns), {"labelSelector": selector})
                 jobs: list[str] = []
-                if entry.kind is not JOB:
+                if child_jobs:
                     listed = await client.list(resource_path("batch", "v1", "jobs", ns), {"labelSelector": selector})
                     jobs = [str(j["metadata"]["name"]) for j in listed.get("items") or []
                             if not (j.get("spec") or {}).get("suspend") and JOB.terminal(j) is None]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from gangq.api.workload import queue_name
@@ -172,6 +172,12 @@ class Gangs:
     def jobset_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         self.object_event(JOBSET, event_type, obj, now)
 
+    def queued_kind_event(self, kind: WorkloadKind) -> Callable[[str, dict[str, Any], str, float], None]:
+        """The handler of a kind whose every object with a queue label is a gang (the Kubeflow kinds)."""
+        def handle(event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+            self.object_event(kind, event_type, obj, now)
+        return handle
+
     def job_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         owner = child_of_jobset(obj)
         if owner is not None:  # an evicted JobSet's last child Job that could start pods has stopped
@@ -238,7 +244,7 @@ class Gangs:
             entry.obj = obj
             entry.rv = rv
         terminal = kind.terminal(obj)
-        suspended = bool((obj.get("spec") or {}).get("suspend"))
+        suspended = kind.suspended(obj)
         if entry is None:
             if terminal is not None or (obj.get("metadata") or {}).get("uid") in self.finished:
                 # Finished before we saw it (or before a restart), or a late event of one we finished
@@ -446,7 +452,7 @@ class Gangs:
             self.child_jobs[key] = jobs
         else:
             self.child_jobs.pop(key, None)
-        if not (entry.obj.get("spec") or {}).get("suspend") and not entry.writing:
+        if not entry.kind.suspended(entry.obj) and not entry.writing:
             # the suspend did not go through (its retries failed): send it again
             self.writer.write_suspend(entry, restore=True, eviction=(entry.reason, entry.message))
             return
@@ -456,7 +462,7 @@ class Gangs:
         """An evicted gang gives its quota back once the object is suspended, its last pod is gone
         and (a JobSet) no child Job is left that could still start pods: a Job created just before
         the eviction starts its pods after it, on quota the next gang was given meanwhile."""
-        if entry.writing or not (entry.obj.get("spec") or {}).get("suspend"):
+        if entry.writing or not entry.kind.suspended(entry.obj):
             return
         if self.gang_pods.get(entry.key) or self.child_jobs.get(entry.key):
             return
@@ -514,7 +520,7 @@ class Gangs:
             entry.obj = current  # as read after the failure
             entry.rv = resource_version(current)
         self.submit(entry, now)
-        if not (entry.obj.get("spec") or {}).get("suspend") and recorded_admission(entry.obj) is not None:
+        if not entry.kind.suspended(entry.obj) and recorded_admission(entry.obj) is not None:
             self._admitted_unbeknown(entry, now)  # an earlier admission of ours went through after all
 
     # ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from gangq.api import queues
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
 from gangq.jobset import constants as js
-from gangq.operator.adapters import pod_gang
+from gangq.operator.adapters import BY_PLURAL, pod_gang
 from gangq.operator.evictions import RESYNCED
 from gangq.operator.gangs import Gangs
 from gangq.operator.state import ControllerState
@@ -27,6 +27,7 @@ from gangq.operator.translate import (
     CONFIG_KINDS,
     CQ_FINALIZER,
     NAMESPACED,
+    OPTIONAL,
     node_spec,
     object_key,
     pod_requests,
@@ -66,6 +67,7 @@ class Kinds:
             "pods": self.pod,
             js.PLURAL: gangs.jobset_event,
             "jobs": gangs.job_event,
+            **{plural: gangs.queued_kind_event(BY_PLURAL[plural]) for plural in OPTIONAL},
             "workloads": gangs.workload_event,
         }
         self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed,
@@ -85,7 +87,7 @@ class Kinds:
         seen = rvs.get((plural, key), 0)
         if event_type != "DELETED" and rv and rv < seen:
             return  # older than what we already applied (e.g. kopf's initial list after ours)
-        if event_type != "DELETED" and rv and rv == seen and plural not in (js.PLURAL, "jobs"):
+        if event_type != "DELETED" and rv and rv == seen and plural not in BY_PLURAL:
             return
         if event_type == "DELETED":
             rvs.pop((plural, key), None)

@@ -33,6 +33,7 @@ from gangq.operator.translate import (
     ADMISSION_ANNOTATION,
     CONFIG_KINDS,
     GROUP,
+    OPTIONAL,
     VERSION,
     WATCHED,
     object_key,
@@ -88,7 +89,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             if not state.watched_namespace(obj):
                 continue
             ann = (obj.get("metadata") or {}).get("annotations") or {}
-            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            suspended = kind.suspended(obj)
             if not queued(kind, obj, state.default_queue(obj)) or kind.terminal(obj) is not None:
                 rest.append((kind, obj))
             elif ADMISSION_ANNOTATION in ann and not suspended:
@@ -162,18 +163,39 @@ RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0)  # then every 10 s; each request retries on
 
 
 async def list_until_listed(state: ControllerState, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-    """Every object of ``plural``, retrying the list (with backoff) until the API server answers it."""
+    """Every object of ``plural``, retrying the list (with backoff) until the API server answers it.
+    An :data:`OPTIONAL` kind whose CRD does not exist has none (a 404 alone does not say so: an API
+    server that has just started serves a CRD's objects only once it has read the CRD)."""
     failures = 0
     while True:
         try:
             result = await state.client.list(resource_path(group, version, plural))
             return list(result.get("items") or [])
         except ApiError as err:
+            if err.status == 404 and plural in OPTIONAL:
+                try:
+                    if not await crd_exists(state, group, plural):
+                        log.info("recovery: %s are not served (no CRD %s.%s): none to queue", plural, plural, group)
+                        return []
+                except ApiError:
+                    pass
             delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
             failures += 1
             log.warning("recovery: cannot list %s (%s); nothing is admitted, evicted or written until it "
                         "can (attempt %d, next in %.0f s)", plural, err, failures, delay)
             await asyncio.sleep(delay)
+
+
+async def crd_exists(state: ControllerState, group: str, plural: str) -> bool:
+    """Does the CustomResourceDefinition of ``plural`` exist? (ApiError when that cannot be known)."""
+    try:
+        await state.client.get(resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                             None, f"{plural}.{group}"))
+    except ApiError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
 
 
 async def resync_jobsets(state: ControllerState, forget: Callable[[str, dict[str, Any]], None]) -> None:
@@ -184,7 +206,8 @@ async def resync_jobsets(state: ControllerState, forget: Callable[[str, dict[str
         try:
             result = await state.client.list(resource_path(kind.group, kind.version, kind.plural))
         except ApiError as err:
-            log.warning("resync: cannot list %s (%s)", kind.plural, err)
+            if not (err.status == 404 and kind.optional):
+                log.warning("resync: cannot list %s (%s)", kind.plural, err)
             continue
         present = {kind.key_of(o) for o in result.get("items") or []}
         list_rv = resource_version(result)

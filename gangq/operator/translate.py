@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gangq.api import kubeflow
 from gangq.api.pods import pod_requests as _pod_spec_requests
 from gangq.api.quantity import QuantityError, parse_quantity
 from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION
@@ -59,9 +60,12 @@ WATCHED: Final = (
     ("", "v1", "pods"),
     (js.GROUP, js.VERSION, js.PLURAL),
     ("batch", "v1", "jobs"),
+    *((kubeflow.GROUP, k.version, k.plural) for k in kubeflow.KINDS),
 )
 """(group, version, plural) of everything the controller watches, in the order a restart lists them."""
-NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "jobs", "workloads"})
+OPTIONAL: Final = frozenset(k.plural for k in kubeflow.KINDS)
+"""Watched kinds whose CRDs may not be served: not served, there is nothing of theirs to queue."""
+NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "jobs", "workloads", *OPTIONAL})
 WORKLOADS: Final = (GROUP, VERSION, "workloads")
 """Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
 :meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""

@@ -162,11 +162,12 @@ class Writer:
             if not ann_exists:
                 ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
             ops.append({"op": "add", "path": _ADMISSION_PATH, "value": recorded})
-            ops = [o for o in ops if o["path"] != "/spec/suspend"]
+            suspend = entry.kind.suspend_path
+            ops = [o for o in ops if o["path"] != suspend]
             # Only a suspended object is admitted: a second admission of a running one (its first
             # patch went through, its answer was lost) would rewrite the record under running pods.
-            ops.append({"op": "test", "path": "/spec/suspend", "value": True})
-            ops.append({"op": "add", "path": "/spec/suspend", "value": False})
+            ops.append({"op": "test", "path": suspend, "value": True})
+            ops.append({"op": "add", "path": suspend, "value": False})
             return ops
 
         decided = time.monotonic()
@@ -197,11 +198,11 @@ class Writer:
                     except ApiError:
                         self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
                         return
-                    if _admitted_as(current, d):
+                    if _admitted_as(entry.kind.suspended(current), current, d):
                         log.info("%s %s: the admission went through (%s)", entry.kind.kind, key, err)
                         self.report(WRITTEN, {"key": key, "object": current})
                         return
-                    if attempt == 0 and err.status in (409, 422) and (current.get("spec") or {}).get("suspend"):
+                    if attempt == 0 and err.status in (409, 422) and entry.kind.suspended(current):
                         continue
                     self.report(ADMISSION_FAILED, {"key": key, "error": str(err), "object": current})
                     return
@@ -232,7 +233,7 @@ class Writer:
                     ops += entry.kind.eviction_ops(current)
                 except SpecError as err:
                     log.warning("%s %s: cannot restore pod templates (%s); suspending only", entry.kind.kind, key, err)
-                    ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+                    ops += entry.kind.suspend_ops(current)
                 ann = (current.get("metadata") or {}).get("annotations") or {}
                 removes_all = any(o["op"] == "remove" and o["path"] == "/metadata/annotations" for o in ops)
                 kept = dict(ann)  # the annotations as they are to be
@@ -247,8 +248,8 @@ class Writer:
                     kept = {k: v for k, v in kept.items() if k == EVICTION_ANNOTATION}
                 ops = [o for o in ops if not o["path"].startswith("/metadata/annotations")]
                 ops += _annotation_ops(ann, kept)
-            if not any(o["path"] == "/spec/suspend" for o in ops):
-                ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+            if not any(o["path"] == entry.kind.suspend_path for o in ops):
+                ops += entry.kind.suspend_ops(current)
             return ops
 
         async def write() -> None:
@@ -345,9 +346,9 @@ class Writer:
         self.spawn(None, post)
 
 
-def _admitted_as(obj: Mapping[str, Any], d: Admission) -> bool:
-    """Does ``obj`` run with an admission record of ``d``'s ClusterQueue and flavors?"""
-    if (obj.get("spec") or {}).get("suspend"):
+def _admitted_as(suspended: bool, obj: Mapping[str, Any], d: Admission) -> bool:
+    """Does ``obj`` (``suspended`` or not) run with an admission record of ``d``'s ClusterQueue and flavors?"""
+    if suspended:
         return False
     recorded = recorded_admission(obj)
     if recorded is None or recorded.get("clusterQueue") != d.cluster_queue:

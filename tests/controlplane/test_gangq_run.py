@@ -138,6 +138,9 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     ("", "configmaps", "create"): "the MPI framework's hostfile ConfigMap",
     ("batch", "jobs", "get"): "a queued Job's admission patch that meets a conflict, or loses its answer, reads the "
                               "Job again (tests/operator/test_jobs_e2e.py queues Jobs)",
+    **{("kubeflow.org", plural, verb): f"{plural} are queued when their CRD is installed (this cluster has none; "
+                                       "tests/operator/test_kubeflow_e2e.py installs one)"
+       for plural in ("pytorchjobs", "tfjobs", "mpijobs") for verb in ("get", "watch", "patch")},
     ("gangq.io", "workloads", "patch"): "spec.active: false, written when a gang exceeds podsReady.backoffLimit "
                                         "(tests/operator/test_active_e2e.py)",
 }
