@@ -290,6 +290,19 @@ def create_app(
     return app
 
 
+def standby_app() -> web.Application:
+    """What a standby replica serves on the metrics port until it leads: ``/healthz`` and
+    ``/readyz`` answer ok (it is alive, serves the admission webhook and is ready to take over: a
+    Deployment whose probes failed on standbys would restart them and drop them from the webhook
+    Service), ``/metrics`` has ``gangq_leader 0``."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    registry = CollectorRegistry()
+    Gauge("gangq_leader", "1 while this replica holds the leader lease and runs the scheduler, else 0",
+          registry=registry).set(0)
+    return create_app(registry)
+
+
 async def start_server(app: web.Application, host: str = "0.0.0.0", port: int = 8080) -> web.AppRunner:
     """Serve ``app`` on the running event loop; ``await runner.cleanup()`` stops it."""
     runner = web.AppRunner(app, access_log=None)

@@ -123,6 +123,23 @@ async def _main(
 
 
 
+def _webhook_options(cfg: OperatorConfig, port: int | None, bind: str | None, cert_dir: Path | None,
+                     hosts: list[str] | None) -> OperatorConfig:
+    """The ``--webhook-*`` options over the ``webhook`` section of the configuration file."""
+    update: dict[str, object] = {}
+    if port is not None:
+        update["port"] = port
+    if bind is not None:
+        update["bind"] = bind
+    if cert_dir is not None:
+        update["cert_dir"] = str(cert_dir)
+    if hosts:
+        update["hosts"] = [*cfg.webhook.hosts, *hosts]
+    if not update:
+        return cfg
+    return cfg.model_copy(update={"webhook": cfg.webhook.model_copy(update=update)})
+
+
 def run(
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)"),  # noqa: B008, E501
     config: Path | None = typer.Option(None, "--config", help="operator configuration YAML (example: policies/operator-config.yaml)"),  # noqa: B008, E501
@@ -132,6 +149,10 @@ def run(
     jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
     metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz, /readyz and the pending-workloads API here (overrides metricsPort of --config; default 8080)"),  # noqa: E501
     metrics_bind: str | None = typer.Option(None, "--metrics-bind", help="address to serve --metrics-port on (overrides metricsBind of --config; default 127.0.0.1, loopback only; the Deployment sets 0.0.0.0)"),  # noqa: E501
+    webhook_port: int | None = typer.Option(None, "--webhook-port", min=0, max=65535, help="serve the admission webhook (HTTPS /mutate, /validate) on this port, on every replica (overrides webhook.port of --config; default 0: off; the install's webhook component sets 9443)"),  # noqa: E501
+    webhook_bind: str | None = typer.Option(None, "--webhook-bind", help="address to serve --webhook-port on (overrides webhook.bind; default 127.0.0.1, loopback only; the webhook component sets 0.0.0.0)"),  # noqa: E501
+    webhook_cert_dir: Path | None = typer.Option(None, "--webhook-cert-dir", help="directory with tls.crt and tls.key (e.g. a mounted cert-manager Secret), reloaded when they change (default: gangq keeps a CA and certificate in the Secret webhook.secretName)"),  # noqa: B008, E501
+    webhook_host: list[str] | None = typer.Option(None, "--webhook-host", help="extra DNS name or IP address of the generated webhook certificate (repeatable)"),  # noqa: B008, E501
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
     control_plane: ControlPlaneKind = typer.Option(ControlPlaneKind.emulated, "--control-plane", help="with --sandbox: emulated (gangq's API emulator) or real (etcd, kube-apiserver, controller-manager, scheduler, kwok built from their Go modules)"),  # noqa: B008, E501
 ) -> None:
@@ -153,6 +174,7 @@ def run(
         cfg = cfg.model_copy(update={"metrics_port": metrics_port})
     if metrics_bind is not None:
         cfg = cfg.model_copy(update={"metrics_bind": metrics_bind})
+    cfg = _webhook_options(cfg, webhook_port, webhook_bind, webhook_cert_dir, webhook_host)
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
     if not sandbox and kubeconfig is None and (missing := _missing_kubeconfig()) is not None:
         console.print(f"[red]error:[/red] $KUBECONFIG={missing}: no such file (to run the embedded sandbox "

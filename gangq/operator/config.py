@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gangq.core.config import EngineConfig
 from gangq.core.errors import SpecError
+from gangq.core.selectors import LabelRequirement, LabelSelector
 
 
 class _Model(BaseModel):
@@ -86,6 +87,31 @@ class NamespaceSelectorConfig(_Model):
     match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
     match_expressions: list[SelectorRequirementConfig] = Field(default_factory=list, alias="matchExpressions")
 
+    def selector(self) -> LabelSelector:
+        """The selector the engine's label matching evaluates."""
+        requirements = [LabelRequirement(r.key, r.operator, list(r.values)) for r in self.match_expressions]
+        return LabelSelector(dict(self.match_labels), requirements)
+
+
+class WebhookConfig(_Model):
+    """The admission webhook server (:mod:`gangq.operator.webhook`, docs/operator.md "Admission
+    webhook"). Off unless ``port`` is set: without registered webhook configurations nothing calls
+    it, and the Deployment's webhook component turns it on."""
+
+    port: int = Field(0, ge=0, le=65535)  # 0: off
+    # Loopback unless set, as metricsBind: the API server of a pod's cluster reaches it on the
+    # pod's IP, so the webhook component sets 0.0.0.0; a laptop run serves no network.
+    bind: str = Field("127.0.0.1", min_length=1)
+    # tls.crt / tls.key, e.g. a mounted Secret written by cert-manager: used as is, reloaded when
+    # they change. Unset: gangq keeps its own CA and certificate in ``secretName``.
+    cert_dir: str | None = Field(None, alias="certDir")
+    hosts: list[str] = Field(default_factory=list)  # extra DNS names / IP addresses of the certificate
+    service_name: str = Field("gangq-webhook", alias="serviceName", min_length=1)
+    namespace: str = Field("gangq-system", min_length=1)  # of the Service and the Secret
+    secret_name: str = Field("gangq-webhook-cert", alias="secretName", min_length=1)
+    # The MutatingWebhookConfiguration and ValidatingWebhookConfiguration whose caBundle gangq keeps.
+    configuration_name: str = Field("gangq-webhook", alias="configurationName", min_length=1)
+
 
 def _system_namespaces() -> NamespaceSelectorConfig:
     return NamespaceSelectorConfig.model_validate({"matchExpressions": [
@@ -116,6 +142,7 @@ class OperatorConfig(_Model):
     manage_jobs_without_queue_name: bool = Field(False, alias="manageJobsWithoutQueueName")
     managed_jobs_namespace_selector: NamespaceSelectorConfig = Field(
         default_factory=_system_namespaces, alias="managedJobsNamespaceSelector")
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
 
     def engine_config(self) -> EngineConfig:
         pr = self.pods_ready

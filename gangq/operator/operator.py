@@ -2,6 +2,8 @@
 
 :func:`run_operator` is the whole controller as one coroutine (``gangq run`` calls it):
 
+0. with ``webhook.port`` set, serve the admission webhook (:mod:`gangq.operator.webhook`) on
+   every replica, leader or standby, from before the election until the end of the shutdown;
 1. wait for the Lease (``leaderElection``; only the leader runs anything below);
 2. ``Controller.recover()``: list the queue objects, nodes, pods and JobSets, put admitted JobSets
    back into the engine, queue the rest;
@@ -28,7 +30,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import kopf
 
@@ -37,8 +39,12 @@ from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
+from gangq.operator.latekinds import LateKinds, new_insights
 from gangq.operator.leader import LeaseElector
 from gangq.operator.translate import WATCHED, WORKLOADS
+
+if TYPE_CHECKING:
+    from gangq.operator.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +175,18 @@ async def _attach_telemetry(controller: Controller, config: OperatorConfig) -> A
         return None
 
 
+async def _serve_standby(config: OperatorConfig) -> Any:
+    """Health and readiness on the metrics port while this replica waits for the Lease
+    (:func:`gangq.observability.http.standby_app`); None when observability is off."""
+    if config.metrics_port is None:
+        return None
+    try:
+        from gangq.observability.http import standby_app, start_server
+    except ImportError:
+        return None
+    return await start_server(standby_app(), config.metrics_bind, config.metrics_port)
+
+
 async def run_operator(
     credentials: Credentials,
     config: OperatorConfig,
@@ -187,14 +205,24 @@ async def run_operator(
     elector: LeaseElector | None = None
     loop = asyncio.get_running_loop()
     deadline: float | None = None  # of the shutdown, once it began
+    webhook: WebhookServer | None = None
     try:
+        if config.webhook.port:
+            from gangq.operator.webhook import start_webhook
+
+            webhook = await start_webhook(config, client)
         if le.enable:
             elector = LeaseElector(
                 client, le.namespace, le.lease_name, identity or default_identity(),
                 duration=le.lease_duration_seconds, renew_interval=le.renew_interval_seconds,
             )
-            if not await elector.acquire(stop):
-                return
+            standby = await _serve_standby(config)
+            try:
+                if not await elector.acquire(stop):
+                    return
+            finally:
+                if standby is not None:
+                    await standby.cleanup()
         controller = Controller(client, config)
         if on_controller is not None:
             on_controller(controller)
@@ -206,10 +234,13 @@ async def run_operator(
         kopf_stop = asyncio.Event()
         kopf_ready = asyncio.Event()
         namespaces = list(config.namespaces)
+        settings = kopf_settings(registry)
+        insights = new_insights()
         kopf_task = asyncio.ensure_future(
             kopf.operator(
                 registry=registry,
-                settings=kopf_settings(registry),
+                settings=settings,
+                insights=insights,
                 standalone=True,  # leadership is the Lease's job
                 clusterwide=not namespaces,
                 namespaces=namespaces,
@@ -229,8 +260,10 @@ async def run_operator(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(kopf_ready.wait(), timeout=30)
             _take_back_signals(stop)
+            late_kinds = asyncio.ensure_future(LateKinds(client, registry, settings, insights).run(stop))
             await asyncio.sleep(3.0)
             await controller.resync_jobsets()
+            await late_kinds
 
         resync_task = asyncio.ensure_future(resync())
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -282,6 +315,8 @@ async def run_operator(
                 await asyncio.wait_for(elector.release(), timeout=max(0.1, left))
             except TimeoutError:
                 log.warning("could not release the Lease in time: a standby takes over when it expires")
+        if webhook is not None:  # served to the end: labelled creates keep being suspended meanwhile
+            await webhook.stop()
         log.debug("closing the client")
         await client.close()
         log.debug("closed")

@@ -113,6 +113,24 @@ def _builtins() -> list[ResourceInfo]:
             subresources=st,
             generation=True,
         ),
+        ResourceInfo(
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            namespaced=False,
+            categories=("api-extensions",),
+            generation=True,
+        ),
+        ResourceInfo(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            namespaced=False,
+            categories=("api-extensions",),
+            generation=True,
+        ),
     ]
 
 

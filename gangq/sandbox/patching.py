@@ -241,6 +241,9 @@ _KIND_FIELDS: Final[dict[str, _Fields]] = {
     "PersistentVolumeClaim": {"metadata": _META, "status": {"conditions": _CONDITIONS}},
     "PodDisruptionBudget": {"metadata": _META, "status": {"conditions": _CONDITIONS}},
     "ServiceAccount": {"metadata": _META, "secrets": _MergeList("name")},
+    # webhooks: +patchMergeKey=name +patchStrategy=merge upstream
+    "MutatingWebhookConfiguration": {"metadata": _META, "webhooks": _MergeList("name")},
+    "ValidatingWebhookConfiguration": {"metadata": _META, "webhooks": _MergeList("name")},
     **{
         kind: _ONLY_META
         for kind in (

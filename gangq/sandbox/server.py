@@ -5,12 +5,14 @@ Paths: `/api/v1/...` (core) and `/apis/{group}/{version}/...`, cluster-scoped an
 legacy `/watch/` prefix) as newline-delimited JSON flushed per batch of events; discovery
 (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`); Table output for
 `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`; `kind: Status` error bodies; fault
-injection and request counters under `/debug/`.
+injection and request counters under `/debug/`. Writes go through admission webhooks
+(admission.py) when webhook configurations are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -22,6 +24,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from gangq.sandbox import schema, tables
+from gangq.sandbox.admission import AdmissionContext, WebhookAdmission, delete_options, user_info, warning_header
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import ApiError, bad_request
 from gangq.sandbox.faults import Faults, FaultsError
@@ -85,6 +88,7 @@ class ApiServer:
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
     ) -> None:
         self.store = store
+        self.admission = WebhookAdmission(store)
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval if bookmark_interval is not None else store.bookmark_interval
         self.watch_timeout = watch_timeout
@@ -184,6 +188,7 @@ class ApiServer:
         verb = "get"
         resource = path
         code = 500
+        ctx: AdmissionContext | None = None  # a write's: its warnings from admission webhooks become headers
         try:
             if not parts or parts[0] not in ("api", "apis"):
                 resource = "other"
@@ -210,29 +215,27 @@ class ApiServer:
             if verb == "watch":
                 code = 200
                 return await self._watch(request, route)
-            dry = False
-            if verb in ("create", "update", "patch", "delete"):
-                raw = await request.read()  # read now: nothing below may suspend while in dry-run mode
+            if verb in ("create", "update", "patch", "delete", "deletecollection"):
+                raw = await request.read()
                 opts = None
-                if verb == "delete" and raw:
+                if verb in ("delete", "deletecollection") and raw:
                     try:
                         opts = json.loads(raw)
                     except ValueError:
                         opts = None
-                dry = _dry_run(request, opts if isinstance(opts, dict) else None)
-            if dry:
-                with self.store.dry_run_mode():
-                    resp = await self._dispatch(request, route, verb)
-            else:
-                resp = await self._dispatch(request, route, verb)
+                ctx = AdmissionContext(dry_run=_dry_run(request, opts if isinstance(opts, dict) else None),
+                                       user=user_info(request.headers), field_manager=request.query.get("fieldManager"),
+                                       field_validation=request.query.get("fieldValidation"))
+            resp = await self._dispatch(request, route, verb, ctx)
             code = resp.status
-            return resp
+            return _with_warnings(resp, ctx)
         except ApiError as e:
             code = e.code
             headers = {}
             if e.retry_after is not None:
                 headers["Retry-After"] = str(int(e.retry_after))
-            return web.Response(status=e.code, body=_dumps(e.status()), content_type=_JSON, headers=headers)
+            resp = web.Response(status=e.code, body=_dumps(e.status()), content_type=_JSON, headers=headers)
+            return _with_warnings(resp, ctx)
         except Exception as e:
             log.exception("sandbox API server: %s %s failed", request.method, path)
             code = 500
@@ -319,8 +322,14 @@ class ApiServer:
         return tables.table_for(objs, info.kind, info.printer_columns, custom=info.custom, include_object=include,
                                 resource_version=rv, continue_token=cont)
 
-    async def _dispatch(self, request: web.Request, route: _Route, verb: str) -> web.Response:
+    def _dry(self, dry: bool) -> contextlib.AbstractContextManager[None]:
+        """dryRun=All around store writes that do not go through admission (they never suspend)."""
+        return self.store.dry_run_mode() if dry else contextlib.nullcontext()
+
+    async def _dispatch(self, request: web.Request, route: _Route, verb: str,
+                        ctx: AdmissionContext | None = None) -> web.Response:
         store = self.store
+        admission = self.admission
         info = route.info
         q = request.query
         g, p, ns, name, sub = info.group, info.plural, route.namespace, route.name, route.subresource
@@ -351,6 +360,8 @@ class ApiServer:
             obj = json.loads(raw)
             body = self._table(request, info, [obj], None, None) if want == "Table" else _partial(obj)
             return web.Response(body=_dumps(body).encode(), content_type=_JSON)
+        ctx = ctx or AdmissionContext()  # a write's: dryRun, the user and options that admission webhooks see
+        dry = ctx.dry_run
         if verb == "create":
             body = await self._body(request)
             if sub == "binding":
@@ -361,7 +372,8 @@ class ApiServer:
                                    details={"name": name, "kind": "Binding", "causes": [
                                        {"reason": "FieldValueRequired", "message": "Required value",
                                         "field": "target.name"}]})
-                store.bind(ns or "", name, str(body["target"].get("name") or ""))
+                with self._dry(dry):
+                    store.bind(ns or "", name, str(body["target"].get("name") or ""))
                 return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
                                           "status": "Success", "code": 201}, status=201)
             if name is not None:
@@ -370,8 +382,8 @@ class ApiServer:
             if body is None:
                 raise bad_request("the body of a create must be an object")
             _strict_check(info, body, q)
-            raw = store.create_raw(g, p, body, namespace=ns)
-            return web.Response(status=201, body=raw.encode(), content_type=_JSON)
+            e = await admission.create(info, body, ns, ctx)
+            return web.Response(status=201, body=e.raw.encode(), content_type=_JSON)
         if verb in ("update", "patch") and name is None:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if verb == "update":
@@ -380,7 +392,7 @@ class ApiServer:
             if body is None:
                 raise bad_request("the body of an update must be an object")
             _strict_check(info, body, q)
-            e = store._replace(info, ns, name, body, sub)
+            e = await admission.replace(info, ns, name, body, sub, ctx)
             return web.Response(body=e.raw.encode(), content_type=_JSON)
         if verb == "patch":
             assert name is not None
@@ -400,7 +412,7 @@ class ApiServer:
                     store.get_raw(g, p, ns, name)
                 except ApiError:
                     existed = False
-            e = store._patch(info, ns, name, patch, ctype, sub)
+            e = await admission.patch(info, ns, name, patch, ctype, sub, ctx)
             return web.Response(status=200 if existed else 201, body=e.raw.encode(), content_type=_JSON)
         if verb == "delete":
             assert name is not None
@@ -416,19 +428,22 @@ class ApiServer:
             grace = opts.get("gracePeriodSeconds")
             if grace is None:
                 grace = _int_param(q, "gracePeriodSeconds")
-            e = store.delete_entry(info, ns, name, policy, None if grace is None else int(grace),
-                                   opts.get("preconditions"))
+            grace = None if grace is None else int(grace)
+            options = delete_options(policy=policy, grace=grace, preconditions=opts.get("preconditions"), dry_run=dry)
+            e = await admission.delete(info, ns, name, policy, grace, opts.get("preconditions"), ctx, options)
             return web.Response(body=e.raw.encode(), content_type=_JSON)
         if verb == "deletecollection":
             lst = store.list(g, p, ns, label_selector=q.get("labelSelector"), field_selector=q.get("fieldSelector"))
             body = await self._body(request)
             opts = body if isinstance(body, dict) else {}
+            policy = opts.get("propagationPolicy") or q.get("propagationPolicy")
+            grace = opts.get("gracePeriodSeconds")
+            options = delete_options(policy=policy, grace=grace, preconditions=None, dry_run=dry)
             for o in lst["items"]:
                 m = o["metadata"]
                 try:
-                    store.delete(g, p, m.get("namespace"), m["name"],
-                                 propagation_policy=opts.get("propagationPolicy") or q.get("propagationPolicy"),
-                                 grace_period_seconds=opts.get("gracePeriodSeconds"))
+                    await admission.delete(info, m.get("namespace"), m["name"], policy, grace, None, ctx, options,
+                                           request_name="")
                 except ApiError as err:
                     if err.code != 404:
                         raise
@@ -615,6 +630,13 @@ def _strict_check(info: ResourceInfo, body: Any, q: Any) -> None:
         detail = ", ".join(f'unknown field "{u}"' for u in unknown)
         raise ApiError(400, "BadRequest", f'{info.kind} in version "{info.version}" cannot be handled as a '
                        f"{info.kind}: strict decoding error: {detail}")
+
+
+def _with_warnings(resp: web.Response, ctx: AdmissionContext | None) -> web.Response:
+    """The response with a `Warning` header per warning admission webhooks returned."""
+    for w in ctx.warnings if ctx is not None else ():
+        resp.headers.add("Warning", warning_header(w))
+    return resp
 
 
 def _dry_run(request: web.Request, opts: dict[str, Any] | None = None) -> bool:

@@ -191,6 +191,17 @@ class Store:
             raise not_found(info, name)
         return e
 
+    def current_entry(self, info: ResourceInfo, namespace: str | None, name: str) -> Entry | None:
+        """The stored entry of an object, or None (also when its resource is no longer served)."""
+        ns = (namespace or "") if info.namespaced else ""
+        per_ns = self._data.get(info.key)
+        return None if per_ns is None else per_ns.get(ns, {}).get(name)
+
+    def stored_objects(self, group: str, plural: str) -> list[dict[str, Any]]:
+        """The stored objects of a resource, by namespace and name: shared, never to be modified."""
+        info = self.resource(group, plural)
+        return [e.obj for _, _, e in sorted(self._iter(info, None), key=lambda t: (t[0], t[1]))]
+
     def get(self, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any]:
         info = self.resource(group, plural)
         return loads(self._entry(info, namespace, name).raw)
@@ -371,6 +382,28 @@ class Store:
         return self._create(info, obj, namespace).raw
 
     def _create(self, info: ResourceInfo, obj: Any, namespace: str | None) -> Entry:
+        ns, name, obj = self.prepare_create(info, obj, namespace)
+        return self.commit_create(info, ns, name, obj)
+
+    def admission_create_input(self, info: ResourceInfo, obj: Any, namespace: str | None) -> tuple[str, dict[str, Any]]:
+        """The object of a create as admission webhooks see it, and its namespace: the body checked (kind,
+        namespace, a namespace that exists and is not being deleted), the system fields a client may not
+        set removed, and the kind's decode defaults applied (see admission.py)."""
+        meta = check_body(info, obj)
+        ns = namespace_of(info, namespace, meta)
+        if ns:
+            self._check_namespace_open(info, ns, str(meta.get("name") or ""))
+        for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(k, None)
+        return ns, strategy_for(info).decode_defaults(info, obj, create=True)
+
+    def decode_defaults(self, info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        """`obj` with the defaults the real server applies when it decodes a body of `info`'s kind."""
+        return strategy_for(info).decode_defaults(info, obj, create=create)
+
+    def prepare_create(self, info: ResourceInfo, obj: Any, namespace: str | None) -> tuple[str, str, dict[str, Any]]:
+        """Everything a create does before it stores: checks, name, defaults, validation. Returns the
+        namespace, the name and the object as it would be stored; nothing is written."""
         meta = check_body(info, obj)
         ns = namespace_of(info, namespace, meta)
         name = generate_name(info, meta, self._data[info.key].get(ns, {}))
@@ -393,6 +426,19 @@ class Store:
         strategy = strategy_for(info)
         strategy.prepare_for_create(self, info, obj, name)
         obj = strategy.apply_schema(info, obj, name)
+        return ns, name, obj
+
+    def commit_create(self, info: ResourceInfo, ns: str, name: str, obj: dict[str, Any], *,
+                      recheck: bool = False) -> Entry:
+        """Store a prepared new object. `recheck`: the store may have changed since prepare_create (an
+        admission webhook was awaited), so the resource, the namespace and the name are checked again."""
+        if recheck:
+            if self._resources.get(info.key) is None:
+                raise not_found(info, name)
+            if ns:
+                self._check_namespace_open(info, ns, name)
+            if name in self._data[info.key].get(ns, {}):
+                raise already_exists(info, name)
         entry = self.commit_entry(info, "ADDED", ns, name, obj, None)
         if info.key == CRDS and not self.dry_run:
             self._crd_changed(entry.obj)
@@ -431,6 +477,13 @@ class Store:
     def _replace(
         self, info: ResourceInfo, namespace: str | None, name: str, obj: Any, subresource: str | None
     ) -> Entry:
+        old, new = self.replace_input(info, namespace, name, obj, subresource)
+        return self.update_entry(info, old, new, subresource)
+
+    def replace_input(
+        self, info: ResourceInfo, namespace: str | None, name: str, obj: Any, subresource: str | None
+    ) -> tuple[Entry, dict[str, Any]]:
+        """The checks of a PUT: the stored entry it replaces and the checked body (nothing is written)."""
         self._check_subresource(info, subresource)
         meta = check_body(info, obj)
         if meta.get("name") and meta["name"] != name:
@@ -445,7 +498,7 @@ class Store:
         elif info.custom:
             raise invalid(info, name, [("metadata.resourceVersion", "FieldValueInvalid",
                                         "Invalid value: 0x0: must be specified for an update")])
-        return self.update_entry(info, old, obj, subresource)
+        return old, obj
 
     def _check_subresource(self, info: ResourceInfo, subresource: str | None) -> None:
         if subresource is not None and subresource not in info.subresources:
@@ -454,6 +507,13 @@ class Store:
 
     def update_entry(self, info: ResourceInfo, old_e: Entry, new: dict[str, Any], subresource: str | None) -> Entry:
         """Common tail of PUT and PATCH: `new` is a private candidate object (top level and metadata may be edited)."""
+        return self.commit_update(info, old_e, self.prepare_update(info, old_e, new, subresource))
+
+    def prepare_update(
+        self, info: ResourceInfo, old_e: Entry, new: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        """An update's candidate as it would be stored: server-owned fields kept, validated, defaulted,
+        generation and resourceVersion set. Nothing is written."""
         old = old_e.obj
         ometa = old["metadata"]
         name = ometa["name"]
@@ -491,6 +551,16 @@ class Store:
         meta["resourceVersion"] = ometa["resourceVersion"]
         if meta.get("finalizers") == []:
             del meta["finalizers"]
+        return new
+
+    def commit_update(self, info: ResourceInfo, old_e: Entry, new: dict[str, Any]) -> Entry:
+        """Store a candidate from prepare_update (which `old_e` must still be the stored entry for)."""
+        old = old_e.obj
+        ometa = old["metadata"]
+        meta = new["metadata"]
+        name = ometa["name"]
+        ns = ometa.get("namespace", "") if info.namespaced else ""
+        strategy = strategy_for(info)
         if new == old:
             return old_e  # a no-op write: no new resourceVersion, no event (like the real apiserver)
         if ometa.get("deletionTimestamp") and not meta.get("finalizers") and not strategy.pending_grace(new):
@@ -542,6 +612,22 @@ class Store:
         patch_type: str,
         subresource: str | None,
     ) -> Entry:
+        old, new = self.patch_input(info, namespace, name, patch, patch_type, subresource)
+        if old is None:  # server-side apply to an object that does not exist: a create
+            return self._create(info, new, namespace)
+        return self.update_entry(info, old, new, subresource)
+
+    def patch_input(
+        self,
+        info: ResourceInfo,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str,
+        subresource: str | None,
+    ) -> tuple[Entry | None, dict[str, Any]]:
+        """The checks of a PATCH and the patched object, with the entry it updates; (None, body) when a
+        server-side apply creates the object. Nothing is written; `patch` is not modified."""
         self._check_subresource(info, subresource)
         ptype = _PATCH_ALIASES.get(patch_type)
         if ptype is None:
@@ -561,7 +647,7 @@ class Store:
                 meta = dict(body.get("metadata") or {})
                 meta.setdefault("name", name)
                 body["metadata"] = meta
-                return self._create(info, body, namespace)
+                return None, body
         old = self._entry(info, namespace, name)
         try:
             if ptype == MERGE or (ptype == APPLY and info.custom):
@@ -589,7 +675,7 @@ class Store:
             raise bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
-        return self.update_entry(info, old, merged, subresource)
+        return old, merged
 
     # ------------------------------------------------------------------ binding
     def bind(self, namespace: str, pod_name: str, node_name: str) -> None:

@@ -7,14 +7,20 @@ Modelled on the kube-apiserver's `rest.RESTCreateStrategy` / `RESTUpdateStrategy
 and validation), and every other kind the no-op `Strategy`.
 
 Only what controllers and clients rely on is modelled: Pod and Job defaulting and immutability,
-namespace finalizers and phase, Service cluster IPs, CRD validation and acceptedNames.
+namespace finalizers and phase, Service cluster IPs, CRD validation and acceptedNames, and the
+defaults and validation of admission webhook configurations (admission.py).
+
+`decode_defaults` is what the real server applies while it decodes a request body (scheme defaults,
+CRD structural defaults, the built-in mutating admission plugins), before admission webhooks see the
+object. The sandbox applies the same defaults again later (`prepare_for_create`, `apply_schema`), so
+it only matters to what a webhook is sent.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gangq.sandbox import schema
+from gangq.sandbox import admission, schema
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import invalid
 from gangq.sandbox.metadata import now
@@ -28,6 +34,8 @@ SERVICES = ("", "services")
 NODES = ("", "nodes")
 EVENTS = ("", "events")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+MUTATING_WEBHOOKS = (admission.GROUP, admission.MUTATING)
+VALIDATING_WEBHOOKS = (admission.GROUP, admission.VALIDATING)
 
 
 class StrategyContext(Protocol):
@@ -49,6 +57,11 @@ class Strategy:
 
     #: what a DELETE without propagationPolicy does to dependents
     default_propagation = "Background"
+
+    def decode_defaults(self, info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        """`obj` with the defaults the real server applies while decoding a request body, before admission
+        webhooks (see the module docstring); in place or a new dict. It must accept invalid objects."""
+        return obj
 
     def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
         """Validate a new object and fill in its defaults, in place (422 when invalid)."""
@@ -78,6 +91,16 @@ class CustomResourceStrategy(Strategy):
     """Custom resources: their CRD's structural schema prunes, defaults and validates them."""
 
     __slots__ = ()
+
+    def decode_defaults(self, info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        """Pruning and structural defaults, as the real server's decoder applies them."""
+        if info.schema is None:
+            return obj
+        out = schema.apply_defaults(schema.prune(obj, info.schema), info.schema)
+        meta = out.get("metadata")
+        if isinstance(meta, dict):
+            out["metadata"] = dict(meta)
+        return out
 
     def apply_schema(self, info: ResourceInfo, obj: dict[str, Any], name: str) -> dict[str, Any]:
         if info.schema is None:
@@ -144,10 +167,37 @@ def pod_spec_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("securityContext", {})
 
 
+def _pod_defaults(spec: dict[str, Any]) -> None:
+    """A pod's defaults: its spec's, requests from limits, and those of the admission plugins that run
+    before webhooks (Priority, ServiceAccount, DefaultTolerationSeconds). Tolerates invalid specs."""
+    pod_spec_defaults(spec)
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        res = c.get("resources") if isinstance(c, dict) else None
+        if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
+            res["requests"] = dict(res["limits"])
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    tols = spec.setdefault("tolerations", [])
+    if isinstance(tols, list):
+        have = {t.get("key") for t in tols if isinstance(t, dict)}
+        for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+            if k not in have:
+                tols.append({"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+
+
 class PodStrategy(Strategy):
     """Pods: required containers, kubelet-facing defaults, an immutable spec, graceful deletion."""
 
     __slots__ = ()
+
+    def decode_defaults(self, info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        spec = obj.get("spec")
+        if create and isinstance(spec, dict):
+            _pod_defaults(spec)
+        return obj
 
     def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
         spec = obj.get("spec")
@@ -169,21 +219,7 @@ class PodStrategy(Strategy):
                            'Unsupported value: supported values: "Always", "OnFailure", "Never"'))
         if causes:
             raise invalid(info, name, causes)
-        pod_spec_defaults(spec)
-        for c in [*containers, *(spec.get("initContainers") or [])]:
-            res = c.get("resources") if isinstance(c, dict) else None
-            if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
-                res["requests"] = dict(res["limits"])
-        spec.setdefault("enableServiceLinks", True)
-        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        spec.setdefault("priority", 0)
-        spec.setdefault("serviceAccountName", "default")
-        spec.setdefault("serviceAccount", spec["serviceAccountName"])
-        tols = spec.setdefault("tolerations", [])
-        have = {t.get("key") for t in tols if isinstance(t, dict)}
-        for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-            if k not in have:
-                tols.append({"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+        _pod_defaults(spec)
         status: dict[str, Any] = {"phase": "Pending", "qosClass": _qos(spec)}
         if spec.get("schedulingGates"):
             status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
@@ -230,6 +266,19 @@ class PodStrategy(Strategy):
 # ---------------------------------------------------------------------------------------------- jobs
 
 
+def _job_spec_defaults(spec: dict[str, Any]) -> None:
+    """The scheme defaults of a Job's spec (counts, backoff, mode, suspend, replacement policy)."""
+    spec.setdefault("manualSelector", False)
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+
+
 class JobStrategy(Strategy):
     """batch/v1 Jobs: the generated selector and labels, count defaults, an immutable selector and mode."""
 
@@ -237,6 +286,20 @@ class JobStrategy(Strategy):
 
     #: the REST default of batch/v1 Jobs, kept for clients that rely on it
     default_propagation = "Orphan"
+
+    def decode_defaults(self, info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
+        spec = obj.get("spec")
+        if not create or not isinstance(spec, dict):
+            return obj
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            pod_spec_defaults(template["spec"])
+        _job_spec_defaults(spec)
+        tlabels = (template.get("metadata") or {}).get("labels") if isinstance(template, dict) else None
+        meta = obj.get("metadata")
+        if isinstance(meta, dict) and tlabels and isinstance(tlabels, dict) and not meta.get("labels"):
+            meta["labels"] = dict(tlabels)
+        return obj
 
     def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
         spec = obj.get("spec")
@@ -252,18 +315,10 @@ class JobStrategy(Strategy):
         if not tspec.get("containers"):
             raise invalid(info, name, [("spec.template.spec.containers", "FieldValueRequired", "Required value")])
         pod_spec_defaults(tspec)
-        spec.setdefault("manualSelector", False)
-        if spec.get("completions") is None and spec.get("parallelism") is None:
-            spec["completions"] = 1
-            spec["parallelism"] = 1
-        spec.setdefault("parallelism", 1)
-        spec.setdefault("completionMode", "NonIndexed")
+        _job_spec_defaults(spec)
         if spec["completionMode"] == "Indexed" and spec.get("completions") is None:
             raise invalid(info, name, [("spec.completions", "FieldValueRequired",
                                         "Required value: when completion mode is Indexed")])
-        spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
-        spec.setdefault("suspend", False)
-        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
         uid = obj["metadata"]["uid"]
         labels = {
             "batch.kubernetes.io/controller-uid": uid,
@@ -366,6 +421,32 @@ class NodeStrategy(Strategy):
 
     def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
         obj.setdefault("spec", {})
+
+
+# ------------------------------------------------------------------------------ webhook configurations
+
+
+class WebhookConfigurationStrategy(Strategy):
+    """Mutating/ValidatingWebhookConfigurations: their v1 defaults and validation (admission.py)."""
+
+    __slots__ = ("mutating",)
+
+    def __init__(self, *, mutating: bool) -> None:
+        self.mutating = mutating
+
+    def _check(self, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
+        admission.default_configuration(obj, mutating=self.mutating)
+        causes = admission.configuration_problems(obj, mutating=self.mutating)
+        if causes:
+            raise invalid(info, name, causes)
+
+    def prepare_for_create(self, ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
+        self._check(info, obj, name)
+
+    def validate_update(
+        self, ctx: StrategyContext, info: ResourceInfo, old: dict[str, Any], new: dict[str, Any], name: str
+    ) -> None:
+        self._check(info, new, name)  # the body's defaults first, as the real server's decoding applies them
 
 
 # ---------------------------------------------------------------------------------------------- CRDs
@@ -482,6 +563,8 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     NODES: NodeStrategy(),
     EVENTS: EventStrategy(),
     CRDS: CRDStrategy(),
+    MUTATING_WEBHOOKS: WebhookConfigurationStrategy(mutating=True),
+    VALIDATING_WEBHOOKS: WebhookConfigurationStrategy(mutating=False),
 }
 _GENERIC = Strategy()
 _CUSTOM = CustomResourceStrategy()

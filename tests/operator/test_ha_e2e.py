@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 
+from gangq.sandbox.runtime import free_port
 from tests.operator.helpers import (
     Cluster,
     FakeJobSetRunner,
@@ -17,6 +20,7 @@ from tests.operator.helpers import (
     jobset,
     lease_namespace,
     local_queue,
+    operator_config,
     operator_thread,
     start_operator,
     wait_for,
@@ -81,6 +85,38 @@ def test_two_replicas_one_leader(cluster_factory: Callable[..., Cluster]) -> Non
         finally:
             second.stop()
             first.stop()
+
+
+def test_a_standby_answers_its_probes_and_says_it_does_not_lead(cluster_factory: Callable[..., Cluster]) -> None:
+    """A Deployment probes every replica: a standby that did not answer /healthz would be
+    restarted over and over, and one that was not ready would be dropped from the webhook's
+    Service. It answers both, with ``gangq_leader 0``; once it leads, the full metrics."""
+    sb = cluster_factory(cluster=False)
+    setup(sb, 8)
+    ports = [free_port(), free_port()]
+    first = start_operator(sb, operator_config(metricsPort=ports[0]), identity="replica-a")
+    second = operator_thread(sb, operator_config(metricsPort=ports[1]), identity="replica-b")
+    try:
+        def read(port: int, path: str) -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                    return resp.status, resp.read().decode()
+            except urllib.error.HTTPError as err:
+                return err.code, ""
+            except OSError:
+                return 0, ""
+
+        wait_for(lambda: read(ports[1], "/healthz")[0] == 200, 10, "the standby's /healthz")
+        assert read(ports[1], "/readyz")[0] == 200
+        status, metrics = read(ports[1], "/metrics")
+        assert status == 200 and "gangq_leader 0.0" in metrics and "gangq_cluster_queue" not in metrics
+        assert "gangq_leader 1.0" in read(ports[0], "/metrics")[1]
+        first.kill()
+        wait_for(lambda: second.leading, 10, "the standby to lead")
+        wait_for(lambda: "gangq_leader 1.0" in read(ports[1], "/metrics")[1], 10, "the new leader's metrics")
+    finally:
+        second.stop()
+        first.stop()
 
 
 def test_a_restart_keeps_each_admitted_gang_in_the_flavor_it_was_given(

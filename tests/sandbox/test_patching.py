@@ -652,3 +652,15 @@ def test_smp_containers_merge_by_name_property(orig: list[dict[str, Any]], patch
     for item in patch:
         base = next((c for c in orig if c["name"] == item["name"]), {})
         assert by_name[item["name"]] == {**base, **item}  # args is atomic: replaced, not merged
+
+
+def test_strategic_merge_merges_webhooks_by_name() -> None:
+    """kubectl apply of a changed webhook configuration patches one webhook, keeping the others
+    (and the caBundle a controller wrote into them)."""
+    cfg = {"webhooks": [{"name": "a.gangq.io", "timeoutSeconds": 5, "clientConfig": {"caBundle": "Q0E="}},
+                        {"name": "b.gangq.io", "timeoutSeconds": 5}]}
+    out = apply_strategic_merge_patch(cfg, {"webhooks": [{"name": "a.gangq.io", "timeoutSeconds": 10}]},
+                                      "MutatingWebhookConfiguration")
+    assert out["webhooks"][0] == {"name": "a.gangq.io", "timeoutSeconds": 10, "clientConfig": {"caBundle": "Q0E="}}
+    assert out["webhooks"][1]["name"] == "b.gangq.io"
+    assert supports_strategic_merge("ValidatingWebhookConfiguration")
