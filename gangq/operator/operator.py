@@ -16,6 +16,7 @@
 Crash-only: when the scheduling loop fails, the controller shuts down (releasing the Lease, so a
 standby takes over at once) and :func:`run_operator` raises :class:`ControllerCrashed`; ``gangq
 run`` exits non-zero and its Deployment restarts it, and recovery rebuilds the state from the API.
+A leader that loses its Lease stops the same way (:class:`LeadershipLost`).
 
 :class:`OperatorThread` runs the same in a background thread (tests, benchmarks, embedding).
 """
@@ -60,6 +61,12 @@ DRAIN_SECONDS = 2.0
 
 class ControllerCrashed(RuntimeError):
     """The scheduling loop failed; the state it left cannot be trusted (see the module docstring)."""
+
+
+class LeadershipLost(ControllerCrashed):
+    """The Lease was not renewed within its renew deadline: this replica stopped leading. ``gangq
+    run`` exits non-zero, as controller-runtime's managers do, so the restart is visible (a
+    restart count, an alert) rather than a clean exit that hides an API server in trouble."""
 
 
 def default_identity() -> str:
@@ -267,6 +274,7 @@ async def run_operator(
 
         resync_task = asyncio.ensure_future(resync())
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        lease_lost = elector is not None and elector.lost.is_set() and not stop.is_set()
         crash = loop_task.exception() if loop_task.done() and not loop_task.cancelled() else None
         if crash is not None:
             log.critical("the scheduling loop failed: shutting down, for a restart to rebuild the state from the API",
@@ -307,6 +315,9 @@ async def run_operator(
         log.debug("stopped")
         if crash is not None:
             raise ControllerCrashed(f"the scheduling loop failed: {crash!r}") from crash
+        if lease_lost:
+            raise LeadershipLost("the leader Lease could not be renewed in time: stopped, for a restart to "
+                                 "stand by or lead again")
     finally:
         if elector is not None and release_lease():
             log.debug("releasing the lease")

@@ -236,3 +236,28 @@ def test_a_gang_evicted_just_before_a_restart_keeps_its_quota_until_its_pods_are
             wait_for(lambda: admitted(sb, "urgent"), 20, "the preemptor once the victim's pods are gone")
     finally:
         second.stop()
+
+
+def test_a_leader_that_cannot_renew_its_lease_stops_and_says_so(faulty: tuple[Cluster, ControllerFaults]) -> None:
+    """Renewals answered 503: the leader stops within its renew deadline (two thirds of the Lease),
+    before another replica may take the Lease, and ends with an error (``gangq run`` exits
+    non-zero: a restart an SRE sees, not a clean exit)."""
+    from gangq.operator.operator import LeadershipLost
+
+    sb, faults = faulty
+    install(sb)
+    op = operator_thread(sb, identity="renewer", kubeconfig=faults.kubeconfig)
+    wait_for(lambda: op.leading, 20, "the replica to lead")
+    failing_since = time.monotonic()
+    for verb in ("get", "update"):
+        faults.add_rule(verb, "leases.coordination.k8s.io", error_rate=1.0, code=503)
+    try:
+        wait_for(lambda: op.error is not None, 10, "the leader to stop")
+        stopped_after = time.monotonic() - failing_since
+        assert isinstance(op.error, LeadershipLost), repr(op.error)
+        # Lease of 2 s, renewed every 0.5 s: stopped before a standby could take it over (2 s after
+        # the last renewal), with room for the thread's own shutdown
+        assert stopped_after < 2.0 + 1.5, stopped_after
+    finally:
+        faults.clear()
+        op.stop()
