@@ -30,7 +30,9 @@ not differ.
 LowerPriority``, ``reclaimWithinCohort: Any``) and gangs of priorities 0 to 3: the contract's
 cases never preempt, so rules on the preemption path cost them nothing and show only here. A
 preempted gang stops at once (``eviction_done``) and is requeued; ``evictions`` counts them,
-and every admission counts, readmissions too. Not the contract's configuration: its figures are
+``max_evictions_per_gang`` is the most any one gang was evicted, and every admission counts
+(``admitted``), readmissions too; ``finished`` counts the gangs that ran to their end. Not the
+contract's configuration: its figures are
 for comparing builds, not for the targets.
 Baseline, measured in the same run on the same workloads of the first case: a plain FIFO
 admitter that scans every pending gang each cycle and checks quota only (no nodes, no cohorts);
@@ -179,6 +181,7 @@ def run_case(
     # gang's old end). Not kept otherwise: in a deep case it holds tens of thousands of gangs,
     # and the case's peak RSS is the engine's figure.
     running: dict[str, float] = {}
+    evicted: dict[str, int] = {}  # --preemption: evictions per gang
     now = 1.0
     admitted = cycles = evictions = finished = 0
     engine_s = 0.0
@@ -204,6 +207,7 @@ def run_case(
                 heapq.heappush(ends, (end, d.workload))
             elif isinstance(d, Eviction):
                 evictions += 1
+                evicted[d.workload] = evicted.get(d.workload, 0) + 1
                 running.pop(d.workload, None)
                 stopped.append(d.workload)
         if time.perf_counter() - wall0 > max_seconds:
@@ -233,7 +237,15 @@ def run_case(
         engine_s += time.process_time() - t
     engine.check_invariants()
     rate = admitted / engine_s if engine_s > 0 else 0.0
-    extra = {"preemption": True, "evictions": evictions} if preemption else {}
+    extra = (
+        {
+            "preemption": True,
+            "evictions": evictions,
+            "max_evictions_per_gang": max(evicted.values(), default=0),
+        }
+        if preemption
+        else {}
+    )
     return {
         **extra,
         "pending": pending,
