@@ -238,6 +238,11 @@ class Engine:
             self.routing.unqueue(wl)
             fresh = Workload(spec, wl.seq, now)
             fresh.set_queue_ts(wl.queue_ts if spec.creation_time == wl.spec.creation_time else spec.creation_time)
+            # The same gang, resubmitted (a spec or label change, or the shell's own patch seen
+            # again): its admission history stays, or the preemption budget would count from zero
+            # and a requeue timer (whose token is the admission count) would never fire.
+            fresh.admit_count = wl.admit_count
+            fresh.admitted_at = wl.admitted_at
             fresh.ready_evictions = wl.ready_evictions
             fresh.requeue_at = wl.requeue_at
             fresh.deactivated = wl.deactivated

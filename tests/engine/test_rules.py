@@ -645,6 +645,42 @@ def test_preemption_budget_lets_a_gang_evicted_once_run_to_completion() -> None:
     assert _budget_run(1) == ([], "InsufficientQuota")
 
 
+def test_a_resubmitted_gang_keeps_its_admission_history() -> None:
+    """The controller resubmits a pending gang whenever its object changes (its own suspending
+    patch among them): the preemption budget must still see the earlier admissions, or one gang
+    is preempted again and again."""
+    e = engine(EngineConfig(pods_ready_timeout=None, preemption_budget=1))
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
+    assert admitted(e.schedule(0)) == ["low"]
+    e.submit(gang("high1", "q", 1, 8, priority=9, t=1), 1)
+    assert evicted(e.schedule(1)) == ["low"]
+    e.eviction_done("ns/low", 2)
+    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 2)  # its object changed while it waited
+    assert admitted(e.schedule(2)) == ["high1"]
+    e.finish("ns/high1", 3)
+    assert admitted(e.schedule(3)) == ["low"]
+    e.submit(gang("high2", "q", 1, 8, priority=9, t=4), 4)
+    assert evicted(e.schedule(4)) == []  # evicted once already: the budget holds
+
+
+def test_a_gang_resubmitted_during_its_backoff_is_requeued_when_it_ends() -> None:
+    cfg = EngineConfig(pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=5)
+    e = engine(cfg)
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)])
+    e.submit(gang("g", "q", 1, 8), 0)
+    assert admitted(e.schedule(0)) == ["g"]
+    decisions = e.schedule(60)  # not ready in time: evicted, requeued after a backoff of 10 s
+    assert [d.reason for d in decisions if hasattr(d, "requeue_at")] == ["PodsReadyTimeout"]  # type: ignore[attr-defined]
+    e.eviction_done("ns/g", 61)
+    e.submit(gang("g", "q", 1, 8), 62)  # its object changed during the backoff
+    wake = e.next_wakeup()
+    assert wake is not None and wake <= 71
+    assert admitted(e.schedule(wake)) == ["g"]
+
+
 def test_a_runner_past_its_expected_end_gives_no_reservation_time() -> None:
     """Expected ends may be estimates: once a runner is past its own, nobody knows when it ends,
     so the head falls back to the starvation timeout instead of a reservation in the past."""
