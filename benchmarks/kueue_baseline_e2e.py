@@ -2,7 +2,7 @@
 sandbox or on a real kube-apiserver + etcd, or on both side by side.
 
     python benchmarks/kueue_baseline_e2e.py --json OUT.json [--scale 1.0] [--config FILE]
-        [--control-plane emulated|real|both]
+        [--control-plane emulated|real|both] [--kind jobset|job]
 
 Setup (../shared/references/README.md, section 1): 5 cohorts × 6 ClusterQueues (cpu 20 nominal,
 borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue LowerPriority), 3 classes per
@@ -16,6 +16,17 @@ Three processes: the control plane (the sandbox API server, ``gangq sandbox up -
 test runs without job controllers), and this runner. The runner creates each JobSet (suspended,
 labelled with its LocalQueue and WorkloadPriorityClass) at its time, watches JobSets, and when one
 is unsuspended marks it Completed (status subresource) after its runtime, as Kueue's runner does.
+
+``--kind job`` (``kind`` in the output) submits the same workloads as batch/v1 Jobs: each Job's
+spec is the JobSet's one replicatedJob template (the same pods, requests and runtime per class),
+with the same labels, and ``spec.managedBy: gangq.io/kueue-baseline-runner``, so no Job controller
+acts on them (the real control plane's kube-controller-manager would otherwise create their pods;
+the JobSets have no JobSet controller either). The runner marks a Job finished as a Job controller does: ``startTime``
+(when it saw it unsuspended), ``completionTime``, ``succeeded: 1`` and the conditions
+``SuccessCriteriaMet`` and ``Complete``. gangq names their Workloads ``job-<name>``; the runner's
+watch, its time to admission (create → seen unsuspended) and the write counts are the JobSets'.
+A controller that exits before every workload has finished (a lost Lease) ends the run with an
+error and the end of its log.
 
 Figures: ``wall_seconds`` (first create → last completion), ``min_cq_usage_pct`` (per ClusterQueue
 cpu·s used × 100 / (nominalQuota × wall), minimum; Kueue's measure), ``avg_time_to_admission_s``
@@ -43,6 +54,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +129,86 @@ def jobset(name: str, queue: str, cls: str, cpu: int) -> dict[str, Any]:
     }
 
 
+RUNNER_MANAGER = "gangq.io/kueue-baseline-runner"
+"""``spec.managedBy`` of the benchmark's Jobs: the runner, not a Job controller, finishes them."""
+
+
+def job(name: str, queue: str, cls: str, cpu: int) -> dict[str, Any]:
+    """The JobSet of :func:`jobset` as a batch/v1 Job: its one replicatedJob's spec."""
+    js = jobset(name, queue, cls, cpu)
+    spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": js["metadata"],
+        "spec": {"suspend": True, "managedBy": RUNNER_MANAGER, **spec},
+    }
+
+
+def _rfc3339(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+
+
+def jobset_finished(started: float, finished: float) -> dict[str, Any]:
+    """The JobSet status patch that marks it Completed (``started``, ``finished``: wall clock)."""
+    return {
+        "status": {
+            "terminalState": "Completed",
+            "conditions": [
+                {
+                    "type": "Completed",
+                    "status": "True",
+                    "reason": "AllJobsCompleted",
+                    "message": "done",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        }
+    }
+
+
+def job_finished(started: float, finished: float) -> dict[str, Any]:
+    """The Job status patch that marks it complete, as kube-controller-manager's Job controller
+    does (the real API server refuses ``Complete`` without ``startTime``, ``completionTime`` and
+    ``SuccessCriteriaMet``)."""
+    end = _rfc3339(finished)
+
+    def condition(kind: str) -> dict[str, str]:
+        return {"type": kind, "status": "True", "reason": "CompletionsReached",
+                "message": "Reached expected number of succeeded pods",
+                "lastProbeTime": end, "lastTransitionTime": end}
+
+    return {
+        "status": {
+            "startTime": _rfc3339(started),
+            "completionTime": end,
+            "active": 0,
+            "ready": 0,
+            "succeeded": 1,
+            "conditions": [condition("SuccessCriteriaMet"), condition("Complete")],
+        }
+    }
+
+
+@dataclass(frozen=True)
+class WorkloadApi:
+    """One kind the runner submits: its collection, its resource as the write counts name it, its
+    manifest and its finished status."""
+
+    kind: str
+    collection: str  # the namespace default's collection, under the API server's URL
+    resource: str
+    manifest: Callable[[str, str, str, int], dict[str, Any]]
+    finished: Callable[[float, float], dict[str, Any]]
+
+
+KINDS: dict[str, WorkloadApi] = {
+    "jobset": WorkloadApi("jobset", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
+                          "jobsets.jobset.x-k8s.io", jobset, jobset_finished),
+    "job": WorkloadApi("job", "/apis/batch/v1/namespaces/default/jobs", "jobs.batch", job, job_finished),
+}
+
+
 def proc_stats(pid: int) -> tuple[float, float]:
     """(CPU seconds, peak RSS MiB) of a live process, from /proc."""
     with open(f"/proc/{pid}/stat") as f:
@@ -131,8 +224,11 @@ def proc_stats(pid: int) -> tuple[float, float]:
 
 
 class Runner:
-    def __init__(self, url: str, plan: list[tuple[float, str, str, str, int, float]]) -> None:
+    def __init__(self, url: str, plan: list[tuple[float, str, str, str, int, float]],
+                 api: WorkloadApi = KINDS["jobset"]) -> None:
         self.url = url
+        self.api = api
+        self.collection = url + api.collection
         self.plan = plan  # (offset, name, queue, class, cpu, runtime)
         self.info = {name: (queue, cls, cpu, runtime) for _, name, queue, cls, cpu, runtime in plan}
         self.created: dict[str, float] = {}
@@ -142,7 +238,7 @@ class Runner:
         self.timers: dict[str, asyncio.Task[None]] = {}
         self.used_before: dict[str, float] = {}  # seconds run before evictions
         self.evictions = 0
-        self.writes = {"create jobsets.jobset.x-k8s.io": 0, "patch jobsets.jobset.x-k8s.io/status": 0}
+        self.writes = {f"create {api.resource}": 0, f"patch {api.resource}/status": 0}
         self.done = asyncio.Event()
         self.errors: list[str] = []
         self.t0 = 0.0
@@ -150,7 +246,7 @@ class Runner:
         self.rtt = {"create": [0, 0.0], "complete": [0, 0.0]}  # requests, seconds: the API server's answer time
 
     async def run(self, session: aiohttp.ClientSession) -> None:
-        async with session.get(f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets") as r:
+        async with session.get(self.collection) as r:
             self.start_rv = (await r.json())["metadata"]["resourceVersion"]
         watcher = asyncio.ensure_future(self.watch(session))
         sem = asyncio.Semaphore(64)
@@ -171,13 +267,10 @@ class Runner:
     ) -> None:
         async with sem:
             self.created[name] = t = time.monotonic()
-            async with session.post(
-                f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
-                json=jobset(name, queue, cls, cpu),
-            ) as r:
+            async with session.post(self.collection, json=self.api.manifest(name, queue, cls, cpu)) as r:
                 if r.status != 201:
                     self.errors.append(f"create {name}: {r.status}")
-                self.writes["create jobsets.jobset.x-k8s.io"] += 1
+                self.writes[f"create {self.api.resource}"] += 1
             self.rtt["create"][0] += 1
             self.rtt["create"][1] += time.monotonic() - t
 
@@ -185,28 +278,16 @@ class Runner:
         await asyncio.sleep(runtime)
         finished_at = time.monotonic()
         self.timers.pop(name, None)
-        status = {
-            "status": {
-                "terminalState": "Completed",
-                "conditions": [
-                    {
-                        "type": "Completed",
-                        "status": "True",
-                        "reason": "AllJobsCompleted",
-                        "message": "done",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ],
-            }
-        }
+        wall = time.time()
+        status = self.api.finished(wall - (finished_at - self.running.get(name, finished_at)), wall)
         async with session.patch(
-            f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{name}/status",
+            f"{self.collection}/{name}/status",
             data=json.dumps(status),
             headers={"Content-Type": "application/merge-patch+json"},
         ) as r:
             if r.status != 200:
                 self.errors.append(f"complete {name}: {r.status}")
-            self.writes["patch jobsets.jobset.x-k8s.io/status"] += 1
+            self.writes[f"patch {self.api.resource}/status"] += 1
         self.rtt["complete"][0] += 1
         self.rtt["complete"][1] += time.monotonic() - finished_at
         self.completed[name] = finished_at
@@ -218,10 +299,7 @@ class Runner:
         rv = self.start_rv
         tasks: set[asyncio.Task[None]] = set()
         while True:
-            url = (
-                f"{self.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
-                f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
-            )
+            url = f"{self.collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
                 async for line in r.content:
                     if not line.strip():
@@ -504,11 +582,22 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
                 raise RuntimeError(f"the controller did not start: {(tmp / 'controller.log').read_text()[-2000:]}")
             time.sleep(0.2)
         time.sleep(2.0)  # recovery + kopf's initial lists
-        runner = Runner(plane.url, jobs)
+        runner = Runner(plane.url, jobs, KINDS[args.kind])
+
+        proc = controller
 
         async def go() -> None:
             async with aiohttp.ClientSession(connector=plane.connector(), headers=plane.headers()) as session:
-                await runner.run(session)
+                run = asyncio.ensure_future(runner.run(session))
+                while not run.done():
+                    await asyncio.wait({run}, timeout=1.0)
+                    if proc.poll() is not None and not run.done():
+                        # a controller that exits (a lost Lease) finishes nothing more: fail, not wait
+                        run.cancel()
+                        raise RuntimeError(
+                            f"the controller exited with {proc.returncode} after {len(runner.completed)} of "
+                            f"{len(jobs)} workloads finished: {(tmp / 'controller.log').read_text()[-2000:]}")
+                await run
 
         runner_cpu0 = time.process_time()
         asyncio.run(go())
@@ -551,6 +640,7 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
     n = len(jobs)
     result: dict[str, Any] = {
         "control_plane": plane_name,
+        "kind": args.kind,
         "wall_seconds": round(wall, 2),
         "min_cq_usage_pct": round(min(100.0 * u / (NOMINAL_CPU * wall) for u in used.values()), 2),
         "avg_time_to_admission_s": {c: round(sum(w) / len(w), 3) for c, w in waits.items()},
@@ -613,8 +703,10 @@ def main() -> None:
     parser.add_argument("--control-plane", choices=("emulated", "real", "both"), default="emulated",
                         help="the sandbox (default), a real kube-apiserver + etcd (gangq.controlplane), or both "
                              "one after the other, side by side in one report")
+    parser.add_argument("--kind", choices=tuple(KINDS), default="jobset",
+                        help="submit the workloads as JobSets (default) or as batch/v1 Jobs")
     args = parser.parse_args()
-    tune_gc()  # the runner holds 15,000 JobSets' records: the controller's thresholds
+    tune_gc()  # the runner holds 15,000 workloads' records: the controller's thresholds
 
     jobs, _ = plan(args.scale)
     baseline = engine_alone(args.scale)
@@ -625,6 +717,7 @@ def main() -> None:
     planes = ("emulated", "real") if args.control_plane == "both" else (args.control_plane,)
     results = {name: run_on(name, jobs, config, baseline, args) for name in planes}
     common = {
+        "kind": args.kind,
         "engine_alone": baseline,
         "kueue": KUEUE,
         "quota_bound_wall_seconds": 66.0 if args.scale == 1.0 else None,

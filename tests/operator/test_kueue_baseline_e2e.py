@@ -1,0 +1,78 @@
+"""benchmarks/kueue_baseline_e2e.py with ``--kind job``: the Jobs are the JobSets' gangs, the
+runner's finished status is what gangq reads as finished, and a small run ends with every Job
+finished through the controller."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from gangq.api.batchjob import job_to_workload
+from gangq.api.workload import jobset_to_workload
+from gangq.core.model import WorkloadSpec
+from gangq.operator.adapters import JOB, JOBSET
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "kueue_baseline_e2e.py"
+PRIORITIES = {"small": 1, "medium": 2, "large": 3}
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kueue_baseline_e2e", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _gang(spec: WorkloadSpec) -> tuple[Any, ...]:
+    return (spec.queue_name, spec.priority, spec.min_member,
+            tuple((ps.name, ps.count, dict(ps.requests)) for ps in spec.pod_sets))
+
+
+@pytest.mark.parametrize("cls", ["small", "medium", "large"])
+def test_a_job_is_the_gang_of_its_jobset(bench: ModuleType, cls: str) -> None:
+    cpu = {c: cpu for c, _, cpu, _, _ in bench.CLASSES}[cls]
+    as_jobset = bench.jobset("w", "lq-1", cls, cpu)
+    as_job = bench.job("w", "lq-1", cls, cpu)
+    assert as_job["apiVersion"] == "batch/v1" and as_job["spec"]["suspend"] is True
+    assert as_job["metadata"]["labels"] == as_jobset["metadata"]["labels"]
+    job_gang = job_to_workload(as_job, workload_priority_classes=PRIORITIES)
+    jobset_gang = jobset_to_workload(as_jobset, workload_priority_classes=PRIORITIES)
+    assert _gang(job_gang) == _gang(jobset_gang)
+    assert job_gang.key == "default/job:w" and JOB.workload_name("w") == "job-w"
+
+
+def test_the_runners_finished_status_finishes_each_kind(bench: ModuleType) -> None:
+    for kind, adapter in (("jobset", JOBSET), ("job", JOB)):
+        api = bench.KINDS[kind]
+        obj = api.manifest("w", "lq-1", "small", 1)
+        assert adapter.terminal(obj) is None
+        status = api.finished(1_000_000.0, 1_000_000.4)["status"]
+        assert adapter.terminal({**obj, "status": status}) == "Completed"
+    status = bench.job_finished(1_000_000.9, 1_000_001.2)["status"]
+    assert status["startTime"] <= status["completionTime"] and status["succeeded"] == 1
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+
+
+def test_a_small_job_run_finishes_every_job(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), "--scale", "0.01", "--kind", "job", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["kind"] == "job" and report["control_plane"] == "emulated"
+    assert report["workloads"] == 150 and report["runner_errors"] == []
+    assert report["controller_summary"]["workload_status_writes"]["Finished"] == 150
+    writes = report["writes_by_resource"]
+    assert writes["create workloads.gangq.io"] == 150 and writes["patch jobs.batch"] >= 150
+    assert not [k for k in writes if "jobsets" in k or k in ("create jobs.batch", "patch jobs.batch/status")]
