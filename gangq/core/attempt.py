@@ -86,6 +86,9 @@ class Attempt:
                     reclaimer = claimer
                     continue
             in_scope = self.reservations.holding_heads(cq, wl, a, ctx)
+            if ctx.preemptors_first and in_scope:
+                # The room its victims freed is its own (see SchedulingCycle.try_preemptors).
+                in_scope = [h for h in in_scope if h.cq is cq]
             stmt = Statement(self.s.quota, self.s.nodes)
             self.s.charge(wl, cq, a.usage)
             why = ""
@@ -158,6 +161,9 @@ class Attempt:
             victims = self.preemption.victims_suffice(cq, wl, cands, nodes_checked, ctx)
             if victims is None:
                 victims = self.preemption.find_victims(cq, wl, target, nodes_checked, ctx)
+                if victims is not None:
+                    wl.claim = dict(target.usage)
+                    self.s.claimants[wl.key] = None
             if victims is not None:
                 self.preemption.preempt(cq, wl, victims, ctx)
                 return Outcome.STOP if cq.strict else Outcome.FAILED
@@ -205,6 +211,7 @@ class Attempt:
         wl.state = "Admitted"
         wl.placement = None
         wl.victims = ()
+        wl.claim = {}
         wl.usage = dict(a.usage)
         wl.planned = dict(placement)
         wl.held = {}

@@ -24,6 +24,9 @@ class EngineConfig:
       chosen as a preemption victim, so it can run to completion (``None``: no limit, Kueue's
       behaviour). Bounds the work a gang can lose when higher-priority gangs keep reclaiming the
       capacity it is re-admitted into.
+    - ``preemption_grace``: seconds after its last admission during which a gang that has been
+      evicted before is chosen as a preemption victim only if no victim set without such gangs
+      lets the preemptor in (0: no grace). See docs/engine.md, Preemption.
     """
 
     __slots__ = (
@@ -33,6 +36,7 @@ class EngineConfig:
         "fair_sharing",
         "pods_ready_timeout",
         "preemption_budget",
+        "preemption_grace",
         "requeue_timestamp",
         "starvation_timeout",
     )
@@ -47,6 +51,7 @@ class EngineConfig:
         starvation_timeout: float = 1800.0,
         fair_sharing: bool = False,
         preemption_budget: int | None = None,
+        preemption_grace: float = 300.0,
     ) -> None:
         if pods_ready_timeout is not None and pods_ready_timeout <= 0:
             raise ValueError("pods_ready_timeout must be positive or None")
@@ -68,3 +73,6 @@ class EngineConfig:
         self.starvation_timeout = starvation_timeout
         self.fair_sharing = fair_sharing
         self.preemption_budget = preemption_budget
+        if preemption_grace < 0:
+            raise ValueError("preemption_grace must be >= 0")
+        self.preemption_grace = preemption_grace

@@ -18,7 +18,7 @@ from gangq.core.decisions import (
 )
 from gangq.core.demand import OrderKey
 from gangq.core.fairshare import dominant_share
-from gangq.core.queue import ClusterQueueState
+from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
 from gangq.core.retry import RetryPolicy
@@ -74,7 +74,10 @@ class SchedulingCycle:
         quota_retries: dict[str, int] = {}
         retried: dict[str, ClusterQueueState] = {}  # queues whose waiting gangs this cycle retries
         scratch = self.s.scratch
-        for cq in self.queues_to_visit():
+        # Preemptors whose victims have all stopped go first, in a cycle of their own; the
+        # queues with something to try wait for the next cycle, which runs at once.
+        tried = self.try_preemptors(ctx) if self.s.ready_preemptors else False
+        for cq in () if tried else self.queues_to_visit():
             visited.append(cq)
             if cq.inactive_reason or cq.stopped:
                 self.reasons.mark_all(cq)
@@ -196,6 +199,60 @@ class SchedulingCycle:
                     head = self.s.workloads.get(cq.inadmissible.first()[3])
                 self.reasons.tell_blocked(cq, head)
         return bool(ctx.admitted)
+
+    def try_preemptors(self, ctx: CycleScratch) -> bool:
+        """Try the preemptors whose victims have all stopped (``EngineState.ready_preemptors``)
+        before any other gang, in the cycle order; returns whether any was tried.
+
+        The problem it solves: the capacity a preemptor's victims free is the room it chose them
+        for. In the cycle order, a gang of another queue of its cohort tree that comes first
+        borrowed part of that room, or the victim itself, requeued, was admitted into it again;
+        the preemptor, short, preempted again, and the same gangs were evicted over and over. A
+        cycle of their own keeps the claims, reservations and retries of the other queues those
+        of a cycle in which the preemptors' admissions are already counted."""
+        s = self.s
+        ready: list[tuple[tuple[float, int, float, int], Workload, ClusterQueueState]] = []
+        for key in s.ready_preemptors:
+            wl = s.workloads.get(key)
+            cq = wl.cq if wl is not None else None
+            if (
+                wl is None
+                or cq is None
+                or wl.state != "Pending"
+                or wl.queued is None
+                or not wl.victims
+                or cq.inactive_reason
+                or cq.stopped
+                or any(s.stopping(victim) for victim in wl.victims)
+            ):
+                continue
+            ready.append((self.head_key(cq, wl.order_key), wl, cq))
+        s.ready_preemptors.clear()
+        if not ready:
+            return False
+        ready.sort(key=lambda item: item[0])
+        ctx.preemptors_first = True
+        for _, wl, cq in ready:
+            if wl.state != "Pending" or wl.queued is None:
+                continue
+            self.claims.tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
+            before = cq.protected_head
+            s.scratch[cq.name].node_blocked.pop(wl.key, None)
+            outcome = self.attempt.try_gang(cq, wl, ctx)
+            if cq.protected_head is not before:
+                s.heads_version += 1
+                if before is not None and before.cq is cq and before.state == "Pending":
+                    s.scratch[cq.name].head_displaced = True
+            if outcome == Outcome.ADMITTED:
+                ctx.admitted.append(wl)
+                cq.discard(wl)
+            else:
+                ctx.failed.append(wl)
+                if outcome == Outcome.STOP:
+                    ctx.stopped[cq] = wl
+        # The retries asked for meanwhile are served in another cycle, at once.
+        s.cycle_again += 1
+        return True
 
     def queues_to_visit(self) -> Iterator[ClusterQueueState]:
         dirty = list(self.s.dirty)

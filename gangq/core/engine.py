@@ -294,6 +294,16 @@ class Engine:
         wl.running = 0
         wl.pods_ready = False
         wl.pending_since = now
+        preemptor = self.s.workloads.get(wl.evicted_by) if wl.evicted_by is not None else None
+        wl.evicted_by = None
+        if (
+            preemptor is not None
+            and preemptor.state == "Pending"
+            and key in preemptor.victims
+            and not any(self.s.stopping(victim) for victim in preemptor.victims)
+        ):
+            # Its victims' capacity is free: it goes first (see SchedulingCycle.try_preemptors).
+            self.s.ready_preemptors[preemptor.key] = None
         if wl.deactivated:
             self.s.set_reason(wl, "Deactivated", wl.message)
             self.s.unrouted[wl.key] = wl

@@ -164,7 +164,8 @@ class Preemption:
                 if not nodes_checked and not needed_frs.intersection(victim.usage):
                     continue
                 if victim.state == "Evicting":
-                    pass
+                    if self.claimed_by_other(victim, wl):
+                        continue
                 elif budget is not None and victim.admit_count > budget:
                     continue  # evicted `budget` times already: it may run to completion
                 elif own:
@@ -207,10 +208,60 @@ class Preemption:
             def fits() -> bool:
                 return self.fits_unclaimed(cq, wl, a, nodes_checked, ctx)
 
-            victims = minimal_victims(candidates, self.placement.release_in_statement, fits, mark, undo)
+            self.charge_claims(cq, wl)
+            victims = None
+            grace = self.s.config.preemption_grace
+            if grace > 0:
+                # Gangs evicted before and admitted again within the grace go only when no set
+                # without them lets ``wl`` in.
+                settled = [
+                    v
+                    for v in candidates
+                    if v.state == "Evicting" or v.admit_count < 2 or ctx.now - v.admitted_at >= grace
+                ]
+                if len(settled) < len(candidates):
+                    victims = minimal_victims(settled, self.placement.release_in_statement, fits, mark, undo)
+            if victims is None:
+                victims = minimal_victims(candidates, self.placement.release_in_statement, fits, mark, undo)
         finally:
             stmt.discard()
         return victims
+
+    def charge_claims(self, cq: ClusterQueueState, wl: Workload) -> None:
+        """What-if: charge the quota that the other preemptors of ``cq``'s cohort tree chose their
+        victims for (``Workload.claim``), in place of their victims that are still stopping.
+
+        The problem it solves: two preemptors that count on the same free quota (what a cohort
+        lends) both choose victims; once the victims stop, the first admitted takes it, the other
+        is short, its victims are admitted again into the room it cannot use, and it preempts
+        them again, over and over."""
+        top = cq.node.top
+        for key in list(self.s.claimants):
+            other = self.s.workloads.get(key)
+            ocq = other.cq if other is not None else None
+            if other is None or ocq is None or other.state != "Pending" or not other.victims or not other.claim:
+                del self.s.claimants[key]
+                continue
+            if other is wl or ocq.node.top is not top:
+                continue
+            for vkey in other.victims:
+                victim = self.s.workloads.get(vkey)
+                if victim is not None and self.s.stopping(vkey) and victim.evicted_by == other.key:
+                    vcq = victim.cq
+                    assert vcq is not None
+                    for fr, amount in victim.usage.items():
+                        self.s.quota.add_usage(vcq.node, fr, -amount)
+            self.s.charge(other, ocq, other.claim)
+
+    def claimed_by_other(self, victim: Workload, wl: Workload) -> bool:
+        """Is stopping ``victim`` the victim of another gang that still waits for it? Its capacity
+        is that gang's: taken as ``wl``'s victim too, both count on it, one finds its victims
+        short once they stop, and preempts again."""
+        owner = victim.evicted_by
+        if owner is None or owner == wl.key:
+            return False
+        preemptor = self.s.workloads.get(owner)
+        return preemptor is not None and preemptor.state == "Pending" and victim.key in preemptor.victims
 
     def victims_suffice(
         self, cq: ClusterQueueState, wl: Workload, cands: Candidates, nodes_checked: bool, ctx: CycleScratch
@@ -224,10 +275,15 @@ class Preemption:
         them the gang just admitted (its victims freed room for it in another option than the
         one it preempted in). Room that a lender's claim keeps from it does not
         count (see :meth:`find_victims`)."""
-        stopping = [self.s.workloads[key] for key in wl.victims if self.s.stopping(key)]
+        stopping = [
+            victim
+            for key in wl.victims
+            if self.s.stopping(key) and not self.claimed_by_other(victim := self.s.workloads[key], wl)
+        ]
         if not stopping:
             return None
         with Statement(self.s.quota, self.s.nodes):
+            self.charge_claims(cq, wl)
             for victim in stopping:
                 self.placement.release_in_statement(victim)
             if any(self.fits_unclaimed(cq, wl, a, nodes_checked, ctx) for a in cands.assignments):

@@ -72,11 +72,13 @@ class Workload:
         "beyond",
         "choices",
         "cites",
+        "claim",
         "cq",
         "deactivated",
         "emitted",
         "end_time",
         "evict_requeue_at",
+        "evicted_by",
         "held",
         "key",
         "lq_key",
@@ -147,6 +149,11 @@ class Workload:
         self.pods: dict[str, bool] = {}
         # Gangs this one preempted (see Reservations.reservation): their capacity is promised to it.
         self.victims: tuple[str, ...] = ()
+        # While it stops after a preemption: the preemptor's key (see Preemption.claimed_by_other).
+        self.evicted_by: str | None = None
+        # While it waits for its victims: the quota of the option it chose them for (see
+        # Preemption.charge_claims).
+        self.claim: dict[FlavorResource, int] = {}
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
         self.choices: tuple[int, str, FlavorOptions] | None = None
         # (config version, ClusterQueue name, per flavor option the flavor-resources it needs

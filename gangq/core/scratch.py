@@ -75,6 +75,7 @@ class CycleScratch:
         "failed",
         "now",
         "preempted_in",
+        "preemptors_first",
         "stopped",
         "unplaceable",
     )
@@ -88,6 +89,9 @@ class CycleScratch:
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
         self.preempted_in: set[str] = set()
+        # A cycle of preemptors whose victims have stopped (see SchedulingCycle.try_preemptors):
+        # other queues' reservations do not hold them back.
+        self.preemptors_first = False
         # StrictFIFO queues that stopped at a head this cycle, and that head.
         self.stopped: dict[ClusterQueueState, Workload] = {}
         self.admitted: list[Workload] = []

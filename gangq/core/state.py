@@ -83,6 +83,11 @@ class EngineState:
         # Bumped by a change within a cycle that asks for another cycle at once (see Engine.schedule).
         self.cycle_again = 0
         self.trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
+        # Preemptors whose last stopping victim has stopped: tried first in the next cycle, in a
+        # cycle of their own (see SchedulingCycle.try_preemptors).
+        self.ready_preemptors: dict[str, None] = {}
+        # Gangs that chose victims (see Preemption.charge_claims); kept until they no longer wait.
+        self.claimants: dict[str, None] = {}
         self.scratch: dict[str, QueueScratch] = {}  # ClusterQueue name -> the engine's work on it
 
     def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
@@ -222,6 +227,7 @@ class EngineState:
         wl.state = "Evicting"
         wl.message = message
         cq.evicted_total += 1
+        wl.evicted_by = preemptor
         if reason == "Preempted":
             cq.preempted_total += 1
         decisions.append(

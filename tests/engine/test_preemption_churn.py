@@ -1,0 +1,117 @@
+"""Preemption without churn: the rules that keep the same gangs from being evicted over and over
+(docs/engine.md, Preemption)."""
+
+from __future__ import annotations
+
+from gangq.core import EngineConfig, PreemptionSpec
+
+from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota
+
+
+def _grace_run(grace: float) -> list[str]:
+    e = engine(EngineConfig(pods_ready_timeout=None, preemption_grace=grace))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("old", "q", 1, 8, priority=1, t=0), 0)
+    e.submit(gang("again", "q", 1, 8, priority=1, t=1), 0)
+    assert admitted(e.schedule(0)) == ["old", "again"]
+    e.submit(gang("high1", "q", 1, 8, priority=9, t=2), 1)
+    assert evicted(e.schedule(1)) == ["again"]  # the later-submitted of two admitted together
+    e.eviction_done("ns/again", 2)
+    assert admitted(e.schedule(2)) == ["high1"]
+    e.finish("ns/high1", 10)
+    assert admitted(e.schedule(10)) == ["again"]  # re-admitted after its eviction
+    e.submit(gang("high2", "q", 1, 8, priority=9, t=20), 20)
+    return evicted(e.schedule(20))
+
+
+def test_a_gang_readmitted_within_the_grace_is_not_preempted_again_while_another_victim_will_do() -> None:
+    """Most recently admitted goes first (least work lost), so a re-admitted gang was always the
+    next victim: the same gang was evicted again and again while older ones ran on."""
+    assert _grace_run(0) == ["again"]
+    assert _grace_run(300) == ["old"]
+
+
+def test_a_gang_readmitted_within_the_grace_is_preempted_when_no_other_victim_will_do() -> None:
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "q", [quota("a100", 64, 8)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
+    assert admitted(e.schedule(0)) == ["low"]
+    e.submit(gang("high1", "q", 1, 8, priority=9, t=1), 1)
+    assert evicted(e.schedule(1)) == ["low"]
+    e.eviction_done("ns/low", 2)
+    assert admitted(e.schedule(2)) == ["high1"]
+    e.finish("ns/high1", 3)
+    assert admitted(e.schedule(3)) == ["low"]
+    e.submit(gang("high2", "q", 1, 8, priority=9, t=4), 4)
+    assert evicted(e.schedule(4)) == ["low"]
+
+
+def test_a_stopping_victim_of_one_preemptor_is_not_taken_by_another() -> None:
+    """p1 chose v; p2, which comes first, took v too (gangs being evicted are the first victims).
+    Once v stopped one of them found its victims short and preempted again."""
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("v", "q", 1, 8, priority=1, t=0), 0)
+    e.submit(gang("w", "q", 1, 8, priority=2, t=1), 0)
+    assert sorted(admitted(e.schedule(0))) == ["v", "w"]
+    e.submit(gang("p1", "q", 1, 8, priority=5, t=2), 1)
+    assert evicted(e.schedule(1)) == ["v"]
+    e.submit(gang("p2", "q", 1, 8, priority=9, t=3), 2)
+    assert evicted(e.schedule(2)) == ["w"]
+    e.eviction_done("ns/v", 3)
+    e.eviction_done("ns/w", 3)
+    decisions = e.schedule(3)
+    assert sorted(admitted(decisions)) == ["p1", "p2"]
+    assert evicted(decisions) == []
+
+
+def test_a_preemptor_is_admitted_into_its_victims_room_before_gangs_that_come_first() -> None:
+    """p (a, 10 GPUs: a's 8 and 2 of c's) preempts v. b's older g (6 GPUs, borrows) came first
+    in the cycle once v stopped: it borrowed 6 of the 8 GPUs v freed, p was short again, and v,
+    requeued, waited for room p could not use."""
+    e = engine()
+    add_nodes(e, "a100", 3)
+    policy = PreemptionSpec(within_cluster_queue="LowerPriority")
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool", mode="QuotaOnly")
+    add_queue(e, "c", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("v", "a", 1, 8, priority=0, t=0), 0)
+    e.submit(gang("c0", "c", 1, 6, t=0.5), 0)
+    assert admitted(e.schedule(0)) == ["v", "c0"]
+    e.submit(gang("g", "b", 1, 6, priority=9, t=1), 1)
+    assert admitted(e.schedule(1)) == []  # 2 GPUs free in the cohort
+    e.submit(gang("p", "a", 1, 10, priority=5, t=2), 2)
+    decisions = e.schedule(2)
+    assert evicted(decisions) == ["v"]
+    assert admitted(decisions) == []
+    e.eviction_done("ns/v", 3)
+    decisions = e.schedule(3)
+    assert admitted(decisions) == ["p"]
+    assert evicted(decisions) == []
+
+
+def test_a_preemptor_does_not_count_on_free_quota_another_preemptor_chose_its_victims_for() -> None:
+    """pa and pb (10 GPUs each: their queue's 8 and 2 that c lends) both preempted, counting on
+    the same 2 free GPUs. Once their victims stopped, pa took them, pb was short, vb was admitted
+    again into b's quota, and pb preempted it again."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    policy = PreemptionSpec(within_cluster_queue="LowerPriority")
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "c", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("va", "a", 1, 8, t=0), 0)
+    e.submit(gang("vb", "b", 1, 8, t=0.1), 0)
+    e.submit(gang("c0", "c", 1, 6, t=0.2), 0)
+    assert sorted(admitted(e.schedule(0))) == ["c0", "va", "vb"]
+    e.submit(gang("pa", "a", 1, 10, priority=5, t=1), 1)
+    e.submit(gang("pb", "b", 1, 10, priority=5, t=2), 1)
+    decisions = e.schedule(1)
+    assert evicted(decisions) == ["va"]
+    e.eviction_done("ns/va", 2)
+    decisions = e.schedule(2)
+    assert admitted(decisions) == ["pa"]
+    assert evicted(decisions) == []
