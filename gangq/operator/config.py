@@ -54,6 +54,9 @@ class PreemptionConfig(_Model):
     """Engine preemption settings (docs/engine.md, Preemption)."""
 
     budget: int | None = Field(None, ge=1)  # a gang evicted this many times is no longer a victim
+    # a gang evicted before and admitted again less than this long ago is a victim only when no
+    # other victim set will do (0: off)
+    grace_seconds: float = Field(300.0, alias="graceSeconds", ge=0)
 
 
 class EventsConfig(_Model):
@@ -155,6 +158,7 @@ class OperatorConfig(_Model):
             starvation_timeout=self.starvation.timeout_seconds,
             fair_sharing=self.fair_sharing.enable,
             preemption_budget=self.preemption.budget,
+            preemption_grace=self.preemption.grace_seconds,
         )
 
 

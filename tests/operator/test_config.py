@@ -28,3 +28,10 @@ def test_preemption_budget_reaches_the_engine_and_bad_values_name_the_field() ->
     with pytest.raises(SpecError) as info:
         parse_config({"preemption": {"budgett": 1}}, "cfg.yaml")
     assert "budgett" in info.value.field
+
+
+def test_the_preemption_grace_reaches_the_engine() -> None:
+    from gangq.operator.config import parse_config
+
+    assert parse_config({}, "test").engine_config().preemption_grace == 300.0
+    assert parse_config({"preemption": {"graceSeconds": 0}}, "test").engine_config().preemption_grace == 0.0
