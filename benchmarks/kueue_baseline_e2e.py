@@ -85,6 +85,8 @@ KUEUE = {
 }
 TARGETS = {"wall_seconds": 90.0, "min_cq_usage_pct": 70.0, "api_writes_per_workload": 3.0}
 NOMINAL_CPU = 20.0
+CONTROLLER_AGENTS = ("gangq", "kopf")  # the controller's user agents in the audit log
+RUNNER_AGENT = "gangq-kueue-baseline-runner/1"
 
 CONTROLLER_CONFIG: dict[str, Any] = {
     "podsReady": {"enable": False},  # no pods in this test
@@ -438,12 +440,15 @@ class EmulatedPlane:
 class RealPlane:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok built from
     hack/control-plane (``gangq.controlplane``), gangq installed as the install manifests do, the
-    controller under the install's RBAC. gangq's writes: the controller's, from the API server's
-    audit log (which records that one user's requests only)."""
+    controller under the install's RBAC. gangq's writes: the controller's (user agents ``gangq``
+    and ``kopf``), from the API server's audit log of every write
+    (:data:`gangq.controlplane.audit.WRITES_POLICY`, as ``benchmarks/vs_kueue.py`` logs Kueue's)."""
 
     name = "real"
+    agents = CONTROLLER_AGENTS
 
     def __init__(self, tmp: Path) -> None:
+        from gangq.controlplane.audit import WRITES_POLICY, WriteCounter
         from gangq.controlplane.install import install
         from gangq.controlplane.launcher import ControlPlane
         from gangq.controlplane.pki import CONTROLLER_NAMESPACE, CONTROLLER_USER
@@ -451,16 +456,14 @@ class RealPlane:
         self.user = CONTROLLER_USER
         self.lease_namespace = CONTROLLER_NAMESPACE
         self.cp = ControlPlane(workdir=tmp / "control-plane", announce=lambda line: print(line, file=sys.stderr),
-                               audit=[{"level": "Metadata", "users": [CONTROLLER_USER]}, {"level": "None"}])
+                               audit=WRITES_POLICY)
         self.cp.start()
         install(self.cp, embedded_jobset=False)
         self.url = self.cp.url
         self.kubeconfig = self.cp.kubeconfig("admin")
         self.controller_kubeconfig = self.cp.kubeconfig("controller")
         asyncio.run(setup(self.kubeconfig, crds=False))
-        self._position = 0  # bytes of the audit log counted so far
-        self._writes: dict[str, int] = {}  # "verb resource" -> the controller's successful writes
-        self._failed = 0
+        self.counter = WriteCounter(self.cp.audit_log)
 
     def connector(self) -> aiohttp.TCPConnector:
         import ssl
@@ -468,46 +471,20 @@ class RealPlane:
         return aiohttp.TCPConnector(limit=128, ssl=ssl.create_default_context(cafile=str(self.cp.pki.ca_cert)))
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.cp.pki.identities['admin'].token}"}
+        return {"Authorization": f"Bearer {self.cp.pki.identities['admin'].token}", "User-Agent": RUNNER_AGENT}
 
     def start_counting(self) -> None:
-        self._read()
-        self._writes.clear()
-        self._failed = 0
-
-    def _read(self) -> None:
-        """Count the audit events written since the last read (the log only grows: each read
-        parses only its new lines)."""
-        path = self.cp.audit_log
-        if path is None or not path.exists():
-            return
-        with path.open("rb") as f:
-            f.seek(self._position)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1  # a line being written stays for the next read
-        self._position += end
-        for line in chunk[:end].splitlines():
-            event = json.loads(line) if line.strip() else {}
-            if event.get("stage") != "ResponseComplete":
-                continue
-            code = event.get("responseStatus", {}).get("code", 0)
-            if code >= 400:
-                self._failed += 1
-            if event.get("verb") not in WRITE_VERBS or code >= 300:
-                continue
-            ref = event.get("objectRef") or {}
-            resource = ref.get("resource", "?") + (f".{ref['apiGroup']}" if ref.get("apiGroup") else "")
-            resource += f"/{ref['subresource']}" if ref.get("subresource") else ""
-            key = f"{event['verb']} {resource}"
-            self._writes[key] = self._writes.get(key, 0) + 1
+        self.counter.reset()
 
     def writes(self, runner_writes: dict[str, int]) -> dict[str, int]:
-        self._read()
-        return dict(sorted(self._writes.items()))
+        return self.counter.read().by_resource(self.agents)
+
+    def writes_by_agent(self) -> dict[str, int]:
+        return self.counter.read().per_agent()
 
     def failed_requests(self) -> int:
-        self._read()
-        return self._failed
+        self.counter.read()
+        return sum(self.counter.failed[a] for a in self.agents)
 
     def server_cpu_seconds(self) -> float | None:
         return round(sum(proc_stats(p.popen.pid)[0] for p in self.cp.processes
@@ -625,6 +602,7 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
             controller.kill()
         server_cpu = plane.server_cpu_seconds()
         by_resource = plane.writes(runner.writes)
+        by_agent = plane.writes_by_agent() if isinstance(plane, RealPlane) else None
         failed = plane.failed_requests()
     finally:
         if controller is not None and controller.poll() is None:
@@ -654,6 +632,8 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
         "evictions_seen_by_runner": runner.evictions,
         "scale": args.scale,
         "writes_by_resource": by_resource,
+        "writes_by_agent": by_agent,
+        "cq_cpu_seconds_used": {q: round(u, 3) for q, u in sorted(used.items())},
         "failed_requests": failed,
         "runner_errors": runner.errors[:20],
         "controller_summary": summary,

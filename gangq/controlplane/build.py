@@ -124,15 +124,19 @@ def _ldflags(binary: Binary) -> str:
     return f"-s -w {flags}"
 
 
-def build(progress: Callable[[str], None] | None = None) -> Path:
-    """Build every missing binary into the cache and return its directory.
-
-    Raises :class:`BuildError` when Go is not installed or a component fails to build (the
-    message carries the end of Go's output)."""
+def build_binaries(
+    binaries: tuple[Binary, ...] | list[Binary],
+    modules: Path,
+    target: Path,
+    progress: Callable[[str], None] | None = None,
+    ldflags: Callable[[Binary], str] = lambda _binary: "-s -w",
+) -> Path:
+    """Build each of ``binaries`` missing from ``target`` (``go build`` in ``modules/<module>``)
+    into a staging directory renamed into place, so an interrupted build never leaves a
+    half-filled cache. Returns ``target``."""
     say = progress or log.info
     go = go_binary()
-    target = bin_dir(go)
-    todo = [b for b in BINARIES if b.name in missing(target)]
+    todo = [b for b in binaries if not (target / b.name).is_file()]
     if not todo:
         return target
     if go is None:
@@ -146,11 +150,9 @@ def build(progress: Callable[[str], None] | None = None) -> Path:
         for index, binary in enumerate(todo, 1):
             say(f"building {binary.name} ({index}/{len(todo)}) from {binary.package}")
             started = time.monotonic()
-            cmd = [go, "build", "-trimpath", "-ldflags", _ldflags(binary), "-o", str(staging / binary.name)]
+            cmd = [go, "build", "-trimpath", "-ldflags", ldflags(binary), "-o", str(staging / binary.name)]
             cmd.append(binary.package)
-            done = subprocess.run(
-                cmd, cwd=modules_dir() / binary.module, env=_go_env(), capture_output=True, text=True
-            )
+            done = subprocess.run(cmd, cwd=modules / binary.module, env=_go_env(), capture_output=True, text=True)
             if done.returncode != 0:
                 tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
                 raise BuildError(f"building {binary.name} failed:\n{tail}")
@@ -162,6 +164,14 @@ def build(progress: Callable[[str], None] | None = None) -> Path:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def build(progress: Callable[[str], None] | None = None) -> Path:
+    """Build every missing binary into the cache and return its directory.
+
+    Raises :class:`BuildError` when Go is not installed or a component fails to build (the
+    message carries the end of Go's output)."""
+    return build_binaries(BINARIES, modules_dir(), bin_dir(go_binary()), progress, _ldflags)
 
 
 def main() -> None:

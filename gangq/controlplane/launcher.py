@@ -211,7 +211,7 @@ class ControlPlane:
             f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
             f"--tls-cert-file={self.pki.serving_cert}", f"--tls-private-key-file={self.pki.serving_key}",
-            f"--token-auth-file={self.pki.token_file}",
+            f"--token-auth-file={self.pki.token_file}", f"--client-ca-file={self.pki.ca_cert}",
             "--authorization-mode=RBAC",
             f"--service-account-key-file={self.pki.sa_pub}",
             f"--service-account-signing-key-file={self.pki.sa_key}",

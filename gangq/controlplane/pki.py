@@ -5,11 +5,15 @@ Identities authenticate with static bearer tokens (kube-apiserver's ``--token-au
 per component, each a user that the API server's bootstrap RBAC already grants what it needs
 (``system:kube-controller-manager``, ``system:kube-scheduler``), an admin in ``system:masters``,
 and gangq's controller as its ServiceAccount user, so that the ClusterRoleBinding of the install
-manifests (``deploy/base/rbac.yaml``) is exactly what it may do.
+manifests (``deploy/base/rbac.yaml``) is exactly what it may do. The admin also has a client
+certificate (kube-apiserver's ``--client-ca-file`` is the CA): a program that copies only the
+certificates of its kubeconfig, as controller-runtime's envtest does for the kubeconfig it hands
+to Kueue's minimalkueue, still authenticates (:meth:`Pki.kubeconfig` with ``embed=True``).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import secrets
@@ -50,6 +54,10 @@ def _identities() -> dict[str, Identity]:
     }
 
 
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
 def _pem_key(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> bytes:
     pem, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
     return key.private_bytes(pem, pkcs8, serialization.NoEncryption())
@@ -64,9 +72,11 @@ def _cert(
     ca: bool,
     ips: tuple[str, ...] = (),
     dns: tuple[str, ...] = (),
+    organizations: tuple[str, ...] = (),
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    name = x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -96,6 +106,8 @@ class Pki:
         self.sa_key = directory / "sa.key"
         self.sa_pub = directory / "sa.pub"
         self.token_file = directory / "tokens.csv"
+        self.admin_cert = directory / "admin.crt"
+        self.admin_key = directory / "admin.key"
 
     def write(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -111,6 +123,12 @@ class Pki:
         self.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
         self.serving_key.write_bytes(_pem_key(key))
         self.serving_key.chmod(0o600)
+        admin = self.identities["admin"]
+        admin_key = ec.generate_private_key(ec.SECP256R1())
+        client = _cert(admin.name, admin_key, ca, ca_key, ca=False, organizations=admin.groups)
+        self.admin_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+        self.admin_key.write_bytes(_pem_key(admin_key))
+        self.admin_key.chmod(0o600)
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.sa_key.write_bytes(_pem_key(sa))
         self.sa_key.chmod(0o600)
@@ -125,16 +143,26 @@ class Pki:
         self.token_file.write_text("\n".join(lines) + "\n")
         self.token_file.chmod(0o600)
 
-    def kubeconfig(self, path: Path, server: str, who: str, *, namespace: str = "default") -> Path:
-        """A kubeconfig for identity ``who`` (a key of :attr:`identities`) that trusts the CA."""
+    def kubeconfig(
+        self, path: Path, server: str, who: str, *, namespace: str = "default", embed: bool = False
+    ) -> Path:
+        """A kubeconfig for identity ``who`` (a key of :attr:`identities`) that trusts the CA.
+        ``embed``: the CA and the client certificate inline, no token (the admin only)."""
         ident = self.identities[who]
         name = "gangq-real"
+        cluster: dict[str, str] = {"server": server, "certificate-authority": str(self.ca_cert)}
+        user: dict[str, str] = {"token": ident.token}
+        if embed:
+            if who != "admin":
+                raise ValueError(f"only the admin has a client certificate, not {who}")
+            cluster = {"server": server, "certificate-authority-data": _b64(self.ca_cert)}
+            user = {"client-certificate-data": _b64(self.admin_cert), "client-key-data": _b64(self.admin_key)}
         cfg = {
             "apiVersion": "v1",
             "kind": "Config",
             "preferences": {},
-            "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": str(self.ca_cert)}}],
-            "users": [{"name": ident.name, "user": {"token": ident.token}}],
+            "clusters": [{"name": name, "cluster": cluster}],
+            "users": [{"name": ident.name, "user": user}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": ident.name, "namespace": namespace}}],
             "current-context": name,
         }

@@ -21,6 +21,8 @@ from typing import Any, Final
 
 import aiohttp
 
+from gangq import __version__
+
 log = logging.getLogger(__name__)
 
 JSON_PATCH: Final = "application/json-patch+json"
@@ -53,6 +55,7 @@ def resource_path(
 
 
 CONNECTIONS: Final = 64
+USER_AGENT: Final = f"gangq/{__version__} (python aiohttp)"
 """Connections to the API server at most (the controller's write lanes: 32 + 16, plus reads)."""
 
 
@@ -166,7 +169,8 @@ class KubeClient:
                     ctx = ssl.create_default_context(cafile=creds.ca_path)
                     if creds.cert_path and creds.key_path:
                         ctx.load_cert_chain(creds.cert_path, creds.key_path)
-            headers = {"Accept": "application/json"}
+            # names gangq in the API server's audit log, as client-go's clients name themselves
+            headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
             if creds.token:
                 headers["Authorization"] = f"Bearer {creds.token}"
             self._session = aiohttp.ClientSession(

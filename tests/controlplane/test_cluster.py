@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import json
+import ssl
+import urllib.request
+from pathlib import Path
+
+import yaml
 
 from gangq.controlplane.build import KUBERNETES_VERSION
 from gangq.controlplane.launcher import ControlPlane
@@ -84,3 +90,21 @@ def test_deleting_a_job_deletes_its_pods_through_the_garbage_collector(control_p
     wait_for(lambda: len(get(control_plane, pods)["items"]) == 2, 30, "the Job's pods")
     kubectl(control_plane, "delete", "-n", ns, "job", "long", "--cascade=background", "--wait=false")
     wait_for(lambda: not get(control_plane, pods)["items"], 60, "the garbage collector to delete the pods")
+
+
+def test_the_admins_certificate_kubeconfig_authenticates_as_the_admin(control_plane: ControlPlane,
+                                                                      tmp_path: Path) -> None:
+    """envtest (Kueue's runner) copies only the certificates of a kubeconfig: the embedded one
+    has no token, and the API server takes its client certificate as the admin's."""
+    path = control_plane.pki.kubeconfig(tmp_path / "embedded", control_plane.url, "admin", embed=True)
+    user = yaml.safe_load(path.read_text())["users"][0]["user"]
+    assert set(user) == {"client-certificate-data", "client-key-data"}
+    ctx = ssl.create_default_context(cafile=str(control_plane.pki.ca_cert))
+    ctx.load_cert_chain(control_plane.pki.admin_cert, control_plane.pki.admin_key)
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    req = urllib.request.Request(control_plane.url + "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                 data=json.dumps(review).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+        info = json.loads(resp.read())["status"]["userInfo"]
+    assert info["username"] == "gangq-admin" and "system:masters" in info["groups"]
