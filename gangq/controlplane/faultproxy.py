@@ -190,7 +190,9 @@ class FaultProxy:
         app.router.add_route("*", "/debug/faults", self._debug_faults)
         app.router.add_route("*", "/debug/requests", self._debug_requests)
         app.router.add_route("*", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Stopped means gone: requests in flight are cut at once, as when a real API server dies
+        # (aiohttp would otherwise wait up to a minute for them, watches included).
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 

@@ -10,7 +10,9 @@ now, and once it is, has kopf read discovery again for its group.
 
 That last step uses kopf's own discovery handler (``kopf._core.reactor.observation``), which is
 not public API: if a kopf release moves it, the controller says once that a kind installed after
-it started is watched after its next restart.
+it started is watched after its next restart. It calls the API through kopf's credentials, which
+kopf keeps in a context variable of its own tasks: the controller hands kopf the credentials'
+vault (:func:`new_vault`) and the poller sets that variable in its own task.
 """
 
 from __future__ import annotations
@@ -30,16 +32,22 @@ log = logging.getLogger(__name__)
 POLL_SECONDS: Final = 10.0
 
 try:
+    from kopf._cogs.clients.auth import vault_var
+    from kopf._cogs.structs.credentials import Vault
     from kopf._cogs.structs.references import Insights
     from kopf._core.reactor.observation import process_discovered_resource_event
 except ImportError:  # pragma: no cover - a kopf release that moved them
-    Insights = None
-    process_discovered_resource_event = None
+    Insights = Vault = vault_var = process_discovered_resource_event = None
 
 
 def new_insights() -> Any:
     """The insights object to hand to ``kopf.operator`` (None when this kopf has none to share)."""
     return Insights() if Insights is not None else None
+
+
+def new_vault() -> Any:
+    """The credentials vault to hand to ``kopf.operator`` (None when this kopf has none to share)."""
+    return Vault() if Vault is not None else None
 
 
 async def served(client: KubeClient, group: str, version: str, plural: str) -> bool:
@@ -57,15 +65,18 @@ class LateKinds:
     """Watch for optional kinds that become served (see the module docstring)."""
 
     def __init__(self, client: KubeClient, registry: kopf.OperatorRegistry, settings: kopf.OperatorSettings,
-                 insights: Any) -> None:
+                 insights: Any, vault: Any) -> None:
         self.client = client
         self.registry = registry
         self.settings = settings
         self.insights = insights
+        self.vault = vault
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: every optional kind served (on the first round too: one that became
         served between kopf's first discovery and its CRD watch) has kopf read its group again."""
+        if vault_var is not None and self.vault is not None:
+            vault_var.set(self.vault)  # this task's own context: kopf's requests read it
         waiting = {(g, v, p) for g, v, p in WATCHED if p in OPTIONAL}
         first = True
         while waiting and not stop.is_set():
@@ -88,11 +99,16 @@ class LateKinds:
 
     async def rescan(self, group: str, plural: str) -> None:
         """Have kopf read discovery for ``group`` again (idempotent when it already watches it)."""
-        if process_discovered_resource_event is None or self.insights is None:
+        if process_discovered_resource_event is None or self.insights is None or self.vault is None:
             log.warning("%s.%s is served now; gangq watches it after its next restart (this kopf release "
                         "offers no way to re-read discovery)", plural, group)
             return
         log.info("%s.%s is served now: watching it", plural, group)
-        await process_discovered_resource_event(
-            raw_event={"type": "MODIFIED", "object": {"spec": {"group": group}}},
-            settings=self.settings, registry=self.registry, insights=self.insights)
+        try:
+            await process_discovered_resource_event(
+                raw_event={"type": "MODIFIED", "object": {"spec": {"group": group}}},
+                settings=self.settings, registry=self.registry, insights=self.insights)
+        except Exception:
+            log.exception("%s.%s is served now, but kopf could not read discovery: it is watched after the "
+                          "next restart", plural, group)
+

@@ -40,7 +40,7 @@ from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
-from gangq.operator.latekinds import LateKinds, new_insights
+from gangq.operator.latekinds import LateKinds, new_insights, new_vault
 from gangq.operator.leader import LeaseElector
 from gangq.operator.translate import WATCHED, WORKLOADS
 
@@ -243,11 +243,13 @@ async def run_operator(
         namespaces = list(config.namespaces)
         settings = kopf_settings(registry)
         insights = new_insights()
+        vault = new_vault()
         kopf_task = asyncio.ensure_future(
             kopf.operator(
                 registry=registry,
                 settings=settings,
                 insights=insights,
+                vault=vault,
                 standalone=True,  # leadership is the Lease's job
                 clusterwide=not namespaces,
                 namespaces=namespaces,
@@ -267,7 +269,7 @@ async def run_operator(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(kopf_ready.wait(), timeout=30)
             _take_back_signals(stop)
-            late_kinds = asyncio.ensure_future(LateKinds(client, registry, settings, insights).run(stop))
+            late_kinds = asyncio.ensure_future(LateKinds(client, registry, settings, insights, vault).run(stop))
             await asyncio.sleep(3.0)
             await controller.resync_jobsets()
             await late_kinds

@@ -59,6 +59,7 @@ def test_sigterm_exits_within_5_s_when_the_api_server_is_unreachable(
             assert proc.poll() is None, log.read_text()[-3000:]
             proxy.stop()  # from here on every request is refused
             time.sleep(1.0)  # the controller notices: watches broken, writes failing and retrying
+            assert proc.poll() is None, log.read_text()[-3000:]  # still running: the signal is what stops it
             sent = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
