@@ -120,9 +120,12 @@ def test_an_unsuspended_job_is_suspended_on_first_sight_and_a_started_one_report
     try:
         wait_for(lambda: jobs(sb)["early"]["spec"].get("suspend") is True, 15, "gangq to suspend the early Job")
         wait_for(lambda: not running_pods(sb).get("early"), 30, "its pods to stop")
-        events = sb.call(sb.store.list, "", "events", "default")["items"]
-        assert any(e.get("reason") == "StartedBeforeAdmission" and e["involvedObject"]["name"] == "early"
-                   and e["involvedObject"]["kind"] == "Job" for e in events), [e.get("reason") for e in events]
+        def reported() -> bool:  # an Event is a background write: it may follow the suspension
+            events = sb.call(sb.store.list, "", "events", "default")["items"]
+            return any(e.get("reason") == "StartedBeforeAdmission" and e["involvedObject"]["name"] == "early"
+                       and e["involvedObject"]["kind"] == "Job" for e in events)
+
+        wait_for(reported, 15, "the StartedBeforeAdmission Event")
         status = wait_for(lambda: ((get(sb, "Workload", "job-early") or {}).get("status") or {}).get("reason"), 15,
                           "the early Job's Workload")
         assert status == "NeverFits"
