@@ -6,12 +6,19 @@ and an object deleted meanwhile sends no DELETED event: the gang would wait for 
 longer exists, holding its quota, for ever. So a gang still stopping :data:`RESYNC_SECONDS` after
 its eviction (and every :data:`RESYNC_SECONDS` after that) has its pods and child Jobs read from the
 API server; what is gone there is gone here (:meth:`Gangs.resynced`).
+
+And a gang whose watches say it has stopped is read once more before its quota is given back
+(:meth:`EvictionResync.confirm`): pods and Jobs come through separate watch streams, and a pod
+that a Job controller created just before it saw the suspension can reach the controller after
+the Job's suspended state does; the API server's list is consistent. That read also waits for
+each Job's controller to be done with it (:func:`quiet`).
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from gangq.operator.adapters import JOB
@@ -30,6 +37,21 @@ RESYNCED: Final = "_resynced"
 """Outcome of a resync read (``{"key", "pods": [pod keys], "jobs": [live child Job names]}``)."""
 
 
+def quiet(job: Mapping[str, Any]) -> bool:
+    """Can this batch/v1 Job start no more pods? Finished, or suspended with the Job controller
+    done with it: its ``Suspended`` condition true and no pod active. ``spec.suspend`` alone is not
+    enough: the Job controller may create a pod just before it reads the suspension, and that pod
+    runs (on quota given to the next gang) until the controller deletes it again."""
+    if JOB.terminal(job) is not None:
+        return True
+    if not (job.get("spec") or {}).get("suspend"):
+        return False
+    status = job.get("status") or {}
+    return not status.get("active") and any(
+        isinstance(c, Mapping) and c.get("type") == "Suspended" and c.get("status") == "True"
+        for c in status.get("conditions") or [])
+
+
 class EvictionResync:
     """When each stopping gang is next read from the API server (a heap by time)."""
 
@@ -40,6 +62,10 @@ class EvictionResync:
 
     def started(self, key: str, now: float) -> None:
         heapq.heappush(self.due, (now + RESYNC_SECONDS, key))
+
+    def confirm(self, entry: Entry) -> None:
+        """Read the gang's pods and Jobs now: its watches say it has stopped (see :func:`quiet`)."""
+        self.writer.spawn(f"resync:{entry.key}", self._reader(entry))
 
     def next_due(self) -> float | None:
         return self.due[0][0] if self.due else None
@@ -60,6 +86,8 @@ class EvictionResync:
         client = self.state.client
         selector = entry.kind.pod_selector(entry.name)
         child_jobs = entry.kind.has_child_jobs
+        own_job = entry.kind is JOB
+        path = entry.kind.path(ns, entry.name)
 
         async def read() -> None:
             try:
@@ -67,8 +95,15 @@ class EvictionResync:
                 jobs: list[str] = []
                 if child_jobs:
                     listed = await client.list(resource_path("batch", "v1", "jobs", ns), {"labelSelector": selector})
-                    jobs = [str(j["metadata"]["name"]) for j in listed.get("items") or []
-                            if not (j.get("spec") or {}).get("suspend") and JOB.terminal(j) is None]
+                    jobs = [str(j["metadata"]["name"]) for j in listed.get("items") or [] if not quiet(j)]
+                elif own_job:
+                    try:
+                        job = await client.get(path)
+                    except ApiError as err:
+                        if err.status != 404:
+                            raise
+                    else:
+                        jobs = [] if quiet(job) else [entry.name]
             except ApiError as err:
                 log.warning("resync of stopping %s %s failed: %s", entry.kind.kind, key, err)
                 return

@@ -21,7 +21,7 @@ from gangq.core.model import WorkloadSpec
 from gangq.jobset import constants as js
 from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, child_of_jobset, queued, workload_owner
 from gangq.operator.entry import Entry
-from gangq.operator.evictions import EvictionResync
+from gangq.operator.evictions import EvictionResync, quiet
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
 from gangq.operator.translate import (
@@ -202,7 +202,7 @@ class Gangs:
         """Keep the JobSet's child Jobs that may still start pods (neither suspended nor finished);
         True when an evicted JobSet has just lost its last one (its eviction may be done)."""
         name = str((obj.get("metadata") or {}).get("name"))
-        live = event_type != "DELETED" and not (obj.get("spec") or {}).get("suspend") and JOB.terminal(obj) is None
+        live = event_type != "DELETED" and not quiet(obj)
         jobs = self.child_jobs.get(gang)
         if live:
             if jobs is None:
@@ -448,24 +448,33 @@ class Gangs:
             self.pod_seen(key, pod_key, gone=True)
             self.state.engine.delete_pod(pod_key)
         jobs = set(obj.get("jobs") or [])
-        if jobs:
+        if jobs and entry.kind.has_child_jobs:
             self.child_jobs[key] = jobs
         else:
             self.child_jobs.pop(key, None)
+        # a consistent read that finds nothing left confirms what the watches said; one that finds
+        # something waits for the next watch event or resync (no read after read)
+        entry.stopped_read = not listed and not jobs
         if not entry.kind.suspended(entry.obj) and not entry.writing:
             # the suspend did not go through (its retries failed): send it again
             self.writer.write_suspend(entry, restore=True, eviction=(entry.reason, entry.message))
             return
-        self.maybe_eviction_done(entry, now)
+        self.maybe_eviction_done(entry, now, confirm=False)
 
-    def maybe_eviction_done(self, entry: Entry, now: float) -> None:
+    def maybe_eviction_done(self, entry: Entry, now: float, *, confirm: bool = True) -> None:
         """An evicted gang gives its quota back once the object is suspended, its last pod is gone
         and (a JobSet) no child Job is left that could still start pods: a Job created just before
         the eviction starts its pods after it, on quota the next gang was given meanwhile."""
         if entry.writing or not entry.kind.suspended(entry.obj):
             return
         if self.gang_pods.get(entry.key) or self.child_jobs.get(entry.key):
+            entry.stopped_read = False
             return
+        if not entry.stopped_read:
+            if confirm:
+                self.resync.confirm(entry)  # see gangq.operator.evictions
+            return
+        entry.stopped_read = False
         self.state.engine.eviction_done(entry.key, now)
         entry.state = "Pending"
         entry.admission = None

@@ -46,12 +46,23 @@ def jobset(suspend: bool, rv: int, admitted: bool = False) -> dict[str, Any]:
                 {"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}}}}]}}
 
 
-def child_job(suspend: bool) -> dict[str, Any]:
+def child_job(suspend: bool, *, stopped: bool = False) -> dict[str, Any]:
+    """``stopped``: the Job controller is done with the suspension (condition Suspended, no pod active)."""
+    status: dict[str, Any] = {"active": 0 if stopped else 1}
+    if stopped:
+        status["conditions"] = [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "train-w-0", "namespace": "default",
                          "labels": {"jobset.sigs.k8s.io/jobset-name": "train"},
                          "ownerReferences": [{"kind": "JobSet", "name": "train", "uid": "u1", "controller": True}]},
-            "spec": {"suspend": suspend}}
+            "spec": {"suspend": suspend}, "status": status}
+
+
+async def drain(c: Controller, now: float) -> None:
+    """Let the writes and reads in flight answer, and apply their outcomes as the loop would."""
+    await asyncio.sleep(0.05)
+    for plural, event_type, obj, _ in [c.loop.inbox.get_nowait() for _ in range(c.loop.inbox.qsize())]:
+        c.kinds.apply(plural, event_type, obj, now)
 
 
 def pod() -> dict[str, Any]:
@@ -99,8 +110,43 @@ def test_an_evicted_jobset_keeps_its_quota_until_its_last_child_job_that_could_s
         c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
         assert entry.state == "Evicting"  # suspended, no pod: still not done
         assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
-        assert c.gangs.job_matters("MODIFIED", child_job(suspend=True)) is True  # the loop hears of it
-        c.kinds.apply("jobs", "MODIFIED", child_job(suspend=True), NOW + 3)
+        # suspended, but its controller has not acted on it yet: it may still create a pod
+        assert c.gangs.job_matters("MODIFIED", child_job(suspend=True)) is False
+        assert c.gangs.job_matters("MODIFIED", child_job(suspend=True, stopped=True)) is True  # the loop hears
+        c.kinds.apply("jobs", "MODIFIED", child_job(suspend=True, stopped=True), NOW + 3)
+        assert entry.state == "Evicting"  # the watches say done: read once more from the API server
+        await drain(c, NOW + 3)
+        assert entry.state == "Pending"
+        assert c.state.engine.cluster_queue("cq").admitted == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_a_pod_the_watches_have_not_shown_yet_keeps_the_quota() -> None:
+    """Pods and Jobs come through separate watches: the Job controller's last pod, created just
+    before it saw the suspension, can reach the controller after the Job's stopped state. The
+    read that confirms the eviction finds it, and the quota stays until it is gone."""
+    async def main() -> None:
+        client = StubClient()
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        key = await admitted_then_evicted(c)
+        entry = c.entries[key]
+        listed: list[dict[str, Any]] = [pod()]
+
+        async def listing(path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+            return {"items": listed if path.endswith("/pods") else []}
+
+        client.list = listing  # type: ignore[method-assign]
+        c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
+        await drain(c, NOW + 2)
+        assert entry.state == "Evicting"  # the API server lists a pod the pod watch has not shown
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+        listed.clear()
+        c.kinds.apply("pods", "ADDED", pod(), NOW + 3)
+        deleted = pod()
+        deleted["metadata"]["resourceVersion"] = "60"
+        c.kinds.apply("pods", "DELETED", deleted, NOW + 4)
+        await drain(c, NOW + 4)
         assert entry.state == "Pending"
         assert c.state.engine.cluster_queue("cq").admitted == 0  # type: ignore[union-attr]
 
