@@ -37,19 +37,29 @@ RESYNCED: Final = "_resynced"
 """Outcome of a resync read (``{"key", "pods": [pod keys], "jobs": [live child Job names]}``)."""
 
 
+JOB_CONTROLLER: Final = "kubernetes.io/job-controller"
+"""``spec.managedBy`` of a Job that Kubernetes' own Job controller runs (also when it is unset)."""
+
+
 def quiet(job: Mapping[str, Any]) -> bool:
-    """Can this batch/v1 Job start no more pods? Finished, or suspended with the Job controller
-    done with it: its ``Suspended`` condition true and no pod active. ``spec.suspend`` alone is not
-    enough: the Job controller may create a pod just before it reads the suspension, and that pod
-    runs (on quota given to the next gang) until the controller deletes it again."""
+    """Can this batch/v1 Job start no more pods? Finished, or suspended with no pod active and its
+    controller done with it: Kubernetes' Job controller says so with the condition ``Suspended``.
+    ``spec.suspend`` alone is not enough: the Job controller may create a pod just before it reads
+    the suspension, and that pod runs (on quota given to the next gang) until the controller
+    deletes it again. A Job another controller manages (``spec.managedBy``) is judged by its
+    active count only: that controller need not write the condition."""
     if JOB.terminal(job) is not None:
         return True
-    if not (job.get("spec") or {}).get("suspend"):
+    spec = job.get("spec") or {}
+    if not spec.get("suspend"):
         return False
     status = job.get("status") or {}
-    return not status.get("active") and any(
-        isinstance(c, Mapping) and c.get("type") == "Suspended" and c.get("status") == "True"
-        for c in status.get("conditions") or [])
+    if status.get("active"):
+        return False
+    if (spec.get("managedBy") or JOB_CONTROLLER) != JOB_CONTROLLER:
+        return True
+    return any(isinstance(c, Mapping) and c.get("type") == "Suspended" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
 
 
 class EvictionResync:

@@ -307,3 +307,17 @@ def test_a_lost_admission_answer_is_learned_by_reading_the_object_not_admitted_t
         assert len(patches) == 1  # no second admission
 
     asyncio.run(main())
+
+
+def test_a_job_can_start_no_more_pods_once_its_controller_is_done_with_the_suspension() -> None:
+    from gangq.operator.evictions import quiet
+
+    job = child_job(suspend=True)
+    job["status"] = {"active": 0}
+    assert not quiet(job)  # Kubernetes' Job controller has not said it is done
+    assert quiet(child_job(suspend=True, stopped=True))
+    assert not quiet(child_job(suspend=False, stopped=True))
+    job["spec"]["managedBy"] = "example.com/other-controller"  # another controller writes no condition
+    assert quiet(job)
+    job["status"]["active"] = 1
+    assert not quiet(job)
