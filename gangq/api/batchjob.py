@@ -112,15 +112,21 @@ def job_admission_patch(job: Mapping[str, Any], admission: Admission,
     return out
 
 
-def job_terminal(job: Mapping[str, Any]) -> str | None:
-    """``Completed`` or ``Failed`` (the JobSet's words) once the Job has finished, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
+def terminal_condition(obj: Mapping[str, Any], complete: str) -> str | None:
+    """``Completed`` or ``Failed`` (the JobSet's words) once ``obj`` has a true ``complete`` or
+    ``Failed`` condition, else None."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
         if isinstance(cond, dict) and cond.get("status") == "True":
-            if cond.get("type") == "Complete":
+            if cond.get("type") == complete:
                 return "Completed"
             if cond.get("type") == "Failed":
                 return "Failed"
     return None
+
+
+def job_terminal(job: Mapping[str, Any]) -> str | None:
+    """``Completed`` or ``Failed`` (the JobSet's words) once the Job has finished, else None."""
+    return terminal_condition(job, "Complete")
 
 
 def owned_by_another_controller(job: Mapping[str, Any]) -> bool:
@@ -143,4 +149,5 @@ __all__ = [
     "job_terminal",
     "job_to_workload",
     "owned_by_another_controller",
+    "terminal_condition",
 ]

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gangq.api.batchjob import terminal_condition
 from gangq.api.jobset import API_VERSION as JOBSET_API_VERSION
 from gangq.api.jobset import KIND as JOBSET_KIND
 from gangq.api.workload import (
@@ -212,13 +213,7 @@ def suspended(job: Mapping[str, Any]) -> bool:
 
 def terminal(job: Mapping[str, Any]) -> str | None:
     """``Completed`` or ``Failed`` (the JobSet's words) once the job has finished, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("status") == "True":
-            if cond.get("type") == "Succeeded":
-                return "Completed"
-            if cond.get("type") == "Failed":
-                return "Failed"
-    return None
+    return terminal_condition(job, "Succeeded")
 
 
 def started(job: Mapping[str, Any]) -> bool:

@@ -174,8 +174,9 @@ def build(progress: Callable[[str], None] | None = None) -> Path:
     return build_binaries(BINARIES, modules_dir(), bin_dir(go_binary()), progress, _ldflags)
 
 
-def main() -> None:
-    """``python -m gangq.controlplane.build``: build what is missing, print where it is."""
+def run_cli(what: str, build_fn: Callable[[Callable[[str], None]], Path], done: Callable[[Path], str]) -> None:
+    """Build with a progress spinner on stderr, print the binaries' directory on stdout; exit 1
+    with the error on a :class:`BuildError`. ``what`` names the work, ``done`` the result line."""
     import sys
 
     from rich.console import Console
@@ -183,18 +184,24 @@ def main() -> None:
     console = Console(stderr=True)
     started = time.monotonic()
     try:
-        with console.status("building the control plane") as status:
+        with console.status(what) as status:
 
             def progress(line: str) -> None:
                 console.log(line)
                 status.update(line)
 
-            target = build(progress=progress)
+            target = build_fn(progress)
     except BuildError as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         sys.exit(1)
-    console.log(f"control-plane binaries in {target} ({time.monotonic() - started:.0f} s)")
+    console.log(f"{done(target)} ({time.monotonic() - started:.0f} s)")
     print(target)
+
+
+def main() -> None:
+    """``python -m gangq.controlplane.build``: build what is missing, print where it is."""
+    run_cli("building the control plane", lambda progress: build(progress=progress),
+            lambda target: f"control-plane binaries in {target}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,15 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from gangq.controlplane.build import Binary, BuildError, _go_env, _go_version, build_binaries, go_binary
+from gangq.controlplane.build import (
+    Binary,
+    BuildError,
+    _go_env,
+    _go_version,
+    build_binaries,
+    go_binary,
+    run_cli,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,26 +97,8 @@ def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
 
 def main() -> None:
     """``python -m gangq.controlplane.upstream``: build Kueue's tools if missing, print where."""
-    import sys
-    import time
-
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    started = time.monotonic()
-    try:
-        with console.status("building Kueue's performance tools") as status:
-
-            def progress(line: str) -> None:
-                console.log(line)
-                status.update(line)
-
-            target = build_kueue(progress)
-    except BuildError as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False)
-        sys.exit(1)
-    console.log(f"Kueue {pinned_version()} tools in {target} ({time.monotonic() - started:.0f} s)")
-    print(target)
+    run_cli("building Kueue's performance tools", build_kueue,
+            lambda target: f"Kueue {pinned_version()} tools in {target}")
 
 
 if __name__ == "__main__":
