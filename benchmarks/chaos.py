@@ -45,7 +45,9 @@ At the end every gang must have finished. Writes ``{"faults_injected", "faults_b
 "violations", "violation_examples", "gangs_submitted", "gangs_finished", "max_recovery_seconds",
 "leader_failovers", ...}``: ``max_recovery_seconds`` is, over the faults, the longest time from the
 end of a fault to the next admission (while gangs were waiting); ``failover_seconds`` the times from
-a leader's death to a new leader holding the Lease. Targets: every fault kind injected, 0 violations,
+a leader's death to a new leader holding the Lease (a fault that kills the leader first waits up to the
+lease duration + 5 s for a live replica to hold it; ``failovers_not_seen_details`` names each kill
+after which no leader came, or before which none was). Targets: every fault kind injected, 0 violations,
 every gang finished, failover ≤ lease duration + 5 s; the exit code is 1 when one is missed.
 """
 
@@ -592,6 +594,7 @@ class Fault:
     start: float
     end: float = 0.0
     failover_seconds: float | None = None
+    note: str = ""
 
 
 class Chaos:
@@ -645,6 +648,15 @@ class Chaos:
     async def leader(self, session: aiohttp.ClientSession) -> Replica | None:
         return self.replica_of(await self.holder(session))
 
+    async def live_leader(self, session: aiohttp.ClientSession, deadline: float) -> tuple[str | None, Replica | None]:
+        """The Lease's holder and its replica, once a live replica holds it (or ``deadline`` passes)."""
+        while True:
+            identity = await self.holder(session)
+            leader = self.replica_of(identity)
+            if leader is not None or time.time() >= deadline:
+                return identity, leader
+            await asyncio.sleep(0.2)
+
     async def wait_new_leader(self, session: aiohttp.ClientSession, old: str | None, since: float) -> float | None:
         """Seconds from ``since`` until a live replica other than ``old`` holds the Lease."""
         deadline = since + LEASE_DURATION + 30
@@ -684,8 +696,14 @@ class Chaos:
         self.faults.append(fault)
         print(f"chaos: {kind}", file=sys.stderr, flush=True)
         if kind in ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst"):
-            identity = await self.holder(session)
-            leader = self.replica_of(identity)
+            # A fault that kills the leader needs one: after an earlier fault (a restart, a lost
+            # Lease) a replica may be taking over still, and killing nobody is no failover.
+            identity, leader = await self.live_leader(session, fault.start + LEASE_DURATION + 5)
+            if leader is None and kind != "kill9_standby":
+                fault.note = f"no leader held the Lease for {LEASE_DURATION + 5} s before the fault"
+                fault.end = time.time()
+                return
+            fault.start = time.time()
             target = leader if kind != "kill9_standby" else next((r for r in self.replicas if r is not leader), None)
             if target is None:
                 fault.end = time.time()
@@ -825,6 +843,11 @@ class Chaos:
             "leader_failovers": len(failovers),
             "failover_seconds": [round(f, 2) for f in failovers],
             "failovers_not_seen": missing_failovers,
+            "failovers_not_seen_details": [
+                {"kind": f.kind, "at": round(f.start, 1), "note": f.note or f"no other replica held the Lease within "
+                                                                         f"{LEASE_DURATION + 30} s"}
+                for f in self.faults if f.kind in ("kill9_leader", "sigterm_leader_in_burst")
+                and f.failover_seconds is None and f.end > 0],
             "unplanned_controller_exits": self.unplanned_exits,
             "evictions_seen": w.evictions,
             "admissions_seen": len(w.admissions),

@@ -475,6 +475,8 @@ class Gangs:
                 self.resync.confirm(entry)  # see gangq.operator.evictions
             return
         entry.stopped_read = False
+        log.info("%s %s has stopped: its quota in ClusterQueue %s is free", entry.kind.kind, entry.key,
+                 entry.cluster_queue)
         self.state.engine.eviction_done(entry.key, now)
         entry.state = "Pending"
         entry.admission = None
@@ -545,6 +547,7 @@ class Gangs:
             if entry is None:
                 continue
             if isinstance(d, Admission):
+                log.info("%s %s admitted by ClusterQueue %s", entry.kind.kind, entry.key, d.cluster_queue)
                 self.fronts.add(d.cluster_queue)
                 self.mark_admitted(entry, d, now)
                 self.writer.write_admission(entry, d)
@@ -605,6 +608,8 @@ class Gangs:
         self.statuses.mark(entry, now, urgent=True)
 
     def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
+        log.info("%s %s evicted from ClusterQueue %s (%s): stopping its pods", entry.kind.kind, entry.key,
+                 d.cluster_queue, d.reason)
         entry.state = "Evicting"
         self.resync.started(entry.key, now)
         entry.reason, entry.message = d.reason, d.message
