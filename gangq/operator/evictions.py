@@ -11,7 +11,11 @@ And a gang whose watches say it has stopped is read once more before its quota i
 (:meth:`EvictionResync.confirm`): pods and Jobs come through separate watch streams, and a pod
 that a Job controller created just before it saw the suspension can reach the controller after
 the Job's suspended state does; the API server's list is consistent. That read also waits for
-each Job's controller to be done with it (:func:`quiet`).
+each Job's controller to be done with it (:func:`quiet`), and for the embedded JobSet controller
+to have seen the suspension with nothing of the JobSet in hand
+(:attr:`ControllerState.child_controller_settled`): a reconcile that began on the running JobSet
+creates its child Jobs after the read has found none, and their pods start on quota the next gang
+was given.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESYNC_SECONDS: Final = 10.0
+SETTLE_RETRY_SECONDS: Final = 0.2
+"""How soon a gang is read again when its JobSet controller was still busy with it."""
 RESYNCED: Final = "_resynced"
 """Outcome of a resync read (``{"key", "pods": [pod keys], "jobs": [live child Job names]}``)."""
 
@@ -73,9 +79,18 @@ class EvictionResync:
     def started(self, key: str, now: float) -> None:
         heapq.heappush(self.due, (now + RESYNC_SECONDS, key))
 
-    def confirm(self, entry: Entry) -> None:
+    def confirm(self, entry: Entry, now: float) -> None:
         """Read the gang's pods and Jobs now: its watches say it has stopped (see :func:`quiet`)."""
+        if not self._settled(entry, now):
+            return
         self.writer.spawn(f"resync:{entry.key}", self._reader(entry))
+
+    def _settled(self, entry: Entry, now: float) -> bool:
+        """Is the controller of the gang's child Jobs done with it? If not, read it again soon."""
+        if not entry.kind.has_child_jobs or self.state.child_controller_settled(entry.key):
+            return True
+        heapq.heappush(self.due, (now + SETTLE_RETRY_SECONDS, entry.key))
+        return False
 
     def next_due(self) -> float | None:
         return self.due[0][0] if self.due else None
@@ -88,7 +103,8 @@ class EvictionResync:
             if entry is None or entry.state != "Evicting":
                 continue
             heapq.heappush(self.due, (now + RESYNC_SECONDS, key))
-            self.writer.spawn(f"resync:{key}", self._reader(entry))
+            if self._settled(entry, now):
+                self.writer.spawn(f"resync:{key}", self._reader(entry))
 
     def _reader(self, entry: Entry) -> Any:
         key = entry.key

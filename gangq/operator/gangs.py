@@ -472,7 +472,7 @@ class Gangs:
             return
         if not entry.stopped_read:
             if confirm:
-                self.resync.confirm(entry)  # see gangq.operator.evictions
+                self.resync.confirm(entry, now)  # see gangq.operator.evictions
             return
         entry.stopped_read = False
         log.info("%s %s has stopped: its quota in ClusterQueue %s is free", entry.kind.kind, entry.key,
@@ -608,8 +608,8 @@ class Gangs:
         self.statuses.mark(entry, now, urgent=True)
 
     def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
-        log.info("%s %s evicted from ClusterQueue %s (%s): stopping its pods", entry.kind.kind, entry.key,
-                 d.cluster_queue, d.reason)
+        log.info("%s %s evicted from ClusterQueue %s (%s: %s): stopping its pods", entry.kind.kind, entry.key,
+                 d.cluster_queue, d.reason, d.message)
         entry.state = "Evicting"
         self.resync.started(entry.key, now)
         entry.reason, entry.message = d.reason, d.message

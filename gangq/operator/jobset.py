@@ -90,6 +90,10 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._queued)
 
+    def active(self, key: str) -> bool:
+        """Is a worker reconciling ``key`` now?"""
+        return key in self._active
+
 
 class JobSetController:
     """The cache, the queue and the workers. One per operator."""
@@ -131,6 +135,16 @@ class JobSetController:
             timer.cancel()
         if self._own_client and self.client is not None:
             await self.client.close()
+
+    def settled(self, key: str) -> bool:
+        """Has this controller seen the JobSet ``key`` suspended (or gone), with no reconcile of it
+        under way? Then it starts no child Job of it any more: a reconcile that began on the
+        running JobSet would create its Jobs after the eviction read found none (see
+        :mod:`gangq.operator.evictions`)."""
+        if self.queue is not None and self.queue.active(key):
+            return False
+        obj = self.jobsets.get(key)
+        return obj is None or bool((obj.get("spec") or {}).get("suspend"))
 
     def enqueue(self, key: str) -> None:
         if self.queue is not None:

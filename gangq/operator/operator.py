@@ -237,7 +237,8 @@ async def run_operator(
         await controller.recover()
         registry = build_registry(controller, credentials)
         if jobset_controller == "embedded":  # shares the controller's client: its rate limit and metrics
-            jobset.register(registry, client=client, credentials=credentials)
+            embedded = jobset.register(registry, client=client, credentials=credentials)
+            controller.state.child_controller_settled = embedded.settled
         kopf_stop = asyncio.Event()
         kopf_ready = asyncio.Event()
         namespaces = list(config.namespaces)

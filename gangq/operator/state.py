@@ -8,7 +8,7 @@ while the loop mutates the engine, for readers on the same event loop (observabi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gangq.core import Engine
@@ -35,8 +35,8 @@ class ControllerState:
     counted).
     """
 
-    __slots__ = ("_managed", "client", "config", "engine", "entries", "lock", "namespace_labels", "recovered", "rvs",
-                 "telemetry")
+    __slots__ = ("_managed", "child_controller_settled", "client", "config", "engine", "entries", "lock",
+                 "namespace_labels", "recovered", "rvs", "telemetry")
 
     def __init__(self, client: KubeClient, config: OperatorConfig) -> None:
         self.client = client
@@ -48,6 +48,10 @@ class ControllerState:
         self.recovered = asyncio.Event()
         self.telemetry: Telemetry | None = None
         self.namespace_labels: dict[str, dict[str, str]] = {}  # kept by the Namespace handler
+        # Is the controller of a JobSet's child Jobs done with it (no reconcile under way, the
+        # suspension seen)? The embedded one answers (JobSetController.settled); an external one
+        # cannot be asked.
+        self.child_controller_settled: Callable[[str], bool] = lambda key: True
         sel = config.managed_jobs_namespace_selector
         requirements = [LabelRequirement(r.key, r.operator, list(r.values)) for r in sel.match_expressions]
         self._managed = LabelSelector(dict(sel.match_labels), requirements)

@@ -53,6 +53,8 @@ WRITTEN: Final = "_written"
 """Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
 ADMISSION_FAILED: Final = "_admission_failed"
 """An admission patch the API server refused (``{"key", "error"}``): the gang is requeued."""
+OUTCOME_READ_DELAYS: Final = (1.0, 2.0, 4.0)
+"""Pauses between the reads (each retried by the client) that learn a patch's unknown outcome."""
 
 _ADMISSION_PATH: Final = "/metadata/annotations/" + ADMISSION_ANNOTATION.replace("/", "~1")
 
@@ -193,11 +195,11 @@ class Writer:
                         return
                     # A conflict, a failed test, or no answer at all (an API-server restart): read
                     # the object to learn what happened — the patch may have gone through.
-                    try:
-                        current = await self.state.client.get(path)
-                    except ApiError:
+                    read = await self._read_outcome(path)
+                    if read is None:
                         self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
                         return
+                    current = read
                     if _admitted_as(entry.kind.suspended(current), current, d):
                         log.info("%s %s: the admission went through (%s)", entry.kind.kind, key, err)
                         self.report(WRITTEN, {"key": key, "object": current})
@@ -211,6 +213,19 @@ class Writer:
                     return
 
         self.spawn(key, write, critical=True)
+
+    async def _read_outcome(self, path: str) -> Mapping[str, Any] | None:
+        """The object after a patch whose outcome is unknown, read again through a short outage
+        (None: still unreadable). Until it is known, the gang keeps the quota it was admitted
+        with: had the patch gone through unseen, its pods would start on quota given to others."""
+        for delay in OUTCOME_READ_DELAYS:
+            try:
+                return await self.state.client.get(path)
+            except ApiError as err:
+                if err.status == 404 or not (err.status in (0, 429) or err.status >= 500):
+                    return None
+            await asyncio.sleep(delay)
+        return None
 
     def write_suspend(
         self, entry: Entry, *, restore: bool, event: tuple[str, str] | None = None,

@@ -5,6 +5,7 @@ crashes) no safety rule is broken, every gang finishes and a new leader takes ov
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,22 @@ def test_quick_chaos_breaks_no_rule_and_finishes_every_gang(plane: str, tmp_path
                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.exists(), run.stderr[-4000:]
     result = json.loads(out.read_text())
-    assert result["violations"] == 0, result["violation_examples"]
+    assert result["violations"] == 0, (result["violation_examples"], _controller_lines(result))
     assert result["gangs_submitted"] == result["gangs_finished"] == 60, result
     assert result["targets"]["failover<=lease+5s"], {k: result[k] for k in (
         "failover_seconds", "failovers_not_seen_details", "unplanned_controller_exits", "faults_by_kind")}
     assert result["leader_failovers"] >= 1 and not result["fault_kinds_not_injected"], result
     assert run.returncode == 0, run.stderr[-4000:]
+
+
+def _controller_lines(result: dict[str, object]) -> list[str]:
+    """The controllers' log lines about the JobSets a violation names (the run keeps its logs)."""
+    examples = result.get("violation_examples") or []
+    assert isinstance(examples, list)
+    names = set(re.findall(r"\bg[0-9]{4}\b", json.dumps(examples)))
+    lines: list[str] = []
+    for log in sorted(Path(str(result["logs"])).glob("controller-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if any(f"/{name} " in line or f"/{name}:" in line for name in names):
+                lines.append(f"{log.name}: {line[:300]}")
+    return lines[-80:]

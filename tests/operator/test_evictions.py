@@ -153,6 +153,40 @@ def test_a_pod_the_watches_have_not_shown_yet_keeps_the_quota() -> None:
     asyncio.run(main())
 
 
+def test_the_quota_waits_for_the_embedded_jobset_controller_to_be_done_with_the_jobset() -> None:
+    """A reconcile that began on the running JobSet creates its child Jobs after the read that
+    found none; their pods would start on the next gang's quota. The read waits until the embedded
+    JobSet controller has seen the suspension with no reconcile of the JobSet under way."""
+    async def main() -> None:
+        from gangq.operator.jobset import JobSetController, WorkQueue
+
+        client = StubClient()
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        embedded = JobSetController(client=client)
+        embedded.queue = WorkQueue()
+        c.state.child_controller_settled = embedded.settled
+        key = await admitted_then_evicted(c)
+        entry = c.entries[key]
+        embedded.on_jobset("MODIFIED", jobset(False, 11, admitted=True))  # its cache: still running
+        assert await embedded.queue.get() == key  # a worker reconciles it
+        c.kinds.apply("jobsets", "MODIFIED", jobset(True, 12), NOW + 2)
+        await drain(c, NOW + 2)
+        assert entry.state == "Evicting"  # the reconcile on the running JobSet is under way
+        assert c.state.engine.cluster_queue("cq").admitted == 1  # type: ignore[union-attr]
+        embedded.queue.done(key)
+        c.gangs.resync.run(NOW + 3)  # read again soon: the cache still shows it running
+        await drain(c, NOW + 3)
+        assert entry.state == "Evicting"
+        embedded.on_jobset("MODIFIED", jobset(True, 12))  # the suspension reaches its cache
+        assert embedded.settled(key)  # queued again, and a reconcile from now on sees it suspended
+        c.gangs.resync.run(NOW + 4)
+        await drain(c, NOW + 4)
+        assert entry.state == "Pending"
+        assert c.state.engine.cluster_queue("cq").admitted == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
 def test_a_pod_deletion_the_watch_missed_is_found_by_reading_the_api_server() -> None:
     async def main() -> None:
         c = Controller(StubClient(), parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
