@@ -458,20 +458,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        "watch-initial-order",
-        "The synthetic ADDED events of a watch without a resourceVersion come in key (name) order from a real "
-        "server's watch cache, in creation order from the sandbox.",
-        (
-            "watch/initial-events-resource-version-0",
-            "watch/initial-events-no-resource-version",
-        ),
-        (
-            "test.events[*].object.metadata.name",
-            "test.events[*].object.metadata.resourceVersion",
-            "test.events[*].object.metadata.uid",
-        ),
-    ),
-    Difference(
         "watch-selector-leave",
         "When an object leaves a watch's label selection, a real server's DELETED event carries the object as "
         "it was (still matching), the sandbox's the object as it is now.",

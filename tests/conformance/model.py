@@ -21,10 +21,14 @@ APPLY = "application/apply-patch+yaml"
 @dataclass(frozen=True)
 class Watch:
     """Read a watch stream until ``events`` events other than BOOKMARKs arrived, the server ended
-    it, or ``seconds`` passed."""
+    it, or ``seconds`` passed. ``unordered``: the events are compared as a set (sorted by type and
+    name), for a watch's synthetic initial events, whose order no server promises: a real server's
+    watch cache sends them in key order, or in another when it serves them from elsewhere; the
+    sandbox in creation order."""
 
     events: int
     seconds: float = 5.0
+    unordered: bool = False
 
 
 @dataclass(frozen=True)

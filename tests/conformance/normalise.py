@@ -12,6 +12,7 @@ A case's transcript becomes ``{"setup": [...], "test": {...}}``: each setup step
   writes too); continue tokens by ``<continue>``, and an empty one (the last page, which a real
   server sometimes spells ``""`` and sometimes leaves out) is dropped;
 - every timestamp by ``<time>``, a Table's Age cells by ``<age>``;
+- a watch's events sorted, for a case whose events come in no promised order (``Watch.unordered``);
 - uids inside strings (a Job's selector in a Table cell) by their stand-ins;
 - the five random characters of a generated name by ``<suffix1>`` ...;
 - ``metadata.managedFields`` dropped, or, for a case that compares them, reduced to their managers,
@@ -27,6 +28,7 @@ A case's transcript becomes ``{"setup": [...], "test": {...}}``: each setup step
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -219,6 +221,8 @@ def normalise(case: Case, transcript: Transcript) -> dict[str, Any]:
     test: dict[str, Any] = {"status": last.status}
     if case.test.watch is not None and last.status == 200:
         test["events"] = _events(last.events, norm)
+        if case.test.watch.unordered:
+            test["events"].sort(key=lambda e: (str(e["type"]), json.dumps(e.get("object"), sort_keys=True)))
     else:
         test["body"] = norm.value(last.body)
     return {"setup": setup, "test": test}

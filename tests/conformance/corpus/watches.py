@@ -148,12 +148,12 @@ CASES: list[Case] = [
     Case(
         "watch/initial-events-resource-version-0",
         (Req("POST", CM.collection, configmap("b")), Req("POST", CM.collection, configmap("a"))),
-        Req("GET", f"{CM.collection}?watch=1&resourceVersion=0", watch=Watch(2)),
+        Req("GET", f"{CM.collection}?watch=1&resourceVersion=0", watch=Watch(2, unordered=True)),
     ),
     Case(
         "watch/initial-events-no-resource-version",
         (Req("POST", CM.collection, configmap("b")), Req("POST", CM.collection, configmap("a"))),
-        Req("GET", f"{CM.collection}?watch=1", watch=Watch(2)),
+        Req("GET", f"{CM.collection}?watch=1", watch=Watch(2, unordered=True)),
     ),
     Case(
         "watch/streaming-list-initial-events-end",
