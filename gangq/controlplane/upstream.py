@@ -42,6 +42,10 @@ KUEUE_TOOLS: tuple[Binary, ...] = (
     Binary("runner", "kueue", f"{KUEUE_MODULE}/test/performance/scheduler/runner"),
     Binary("minimalkueue", "kueue", f"{KUEUE_MODULE}/test/performance/scheduler/minimalkueue"),
 )
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+# The controller manager's main package is the module's root (``main.go``): the JobSet and pod
+# reconcilers and the webhooks, as the release image runs them.
+JOBSET_TOOLS: tuple[Binary, ...] = (Binary("jobset-manager", "jobset", JOBSET_MODULE),)
 
 
 def module_dir(name: str = "kueue") -> Path:
@@ -78,6 +82,11 @@ def build_kueue(progress: Callable[[str], None] | None = None) -> Path:
     return build_binaries(KUEUE_TOOLS, UPSTREAM_DIR, bin_dir("kueue"), progress)
 
 
+def build_jobset(progress: Callable[[str], None] | None = None) -> Path:
+    """Build the upstream JobSet controller manager if missing; return its directory."""
+    return build_binaries(JOBSET_TOOLS, UPSTREAM_DIR, bin_dir("jobset"), progress)
+
+
 def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
     """The pinned module's source in the Go module cache (downloaded if needed): its CRDs and its
     performance configurations are read from there."""
@@ -95,10 +104,20 @@ def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
     return Path(found.group(1))
 
 
-def main() -> None:
-    """``python -m gangq.controlplane.upstream``: build Kueue's tools if missing, print where."""
-    run_cli("building Kueue's performance tools", build_kueue,
-            lambda target: f"Kueue {pinned_version()} tools in {target}")
+def main(argv: list[str] | None = None) -> None:
+    """``python -m gangq.controlplane.upstream [kueue|jobset]``: build that upstream's tools (Kueue's
+    by default) if missing, print where."""
+    import sys
+
+    which = (sys.argv[1:] if argv is None else argv) or ["kueue"]
+    if which[0] == "jobset":
+        run_cli("building the upstream JobSet controller", build_jobset,
+                lambda target: f"JobSet {pinned_version('jobset', JOBSET_MODULE)} controller in {target}")
+    elif which[0] == "kueue":
+        run_cli("building Kueue's performance tools", build_kueue,
+                lambda target: f"Kueue {pinned_version()} tools in {target}")
+    else:
+        raise SystemExit(f"usage: python -m gangq.controlplane.upstream [kueue|jobset], not {which[0]!r}")
 
 
 if __name__ == "__main__":

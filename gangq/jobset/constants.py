@@ -45,7 +45,6 @@ COND_FAILED = "Failed"
 COND_SUSPENDED = "Suspended"
 COND_STARTUP_IN_PROGRESS = "StartupPolicyInProgress"
 COND_STARTUP_COMPLETED = "StartupPolicyCompleted"
-COND_RESTARTING = "RestartingJobSet"
 
 # Reasons and messages (upstream's constants).
 REACHED_MAX_RESTARTS_REASON = "ReachedMaxRestarts"
@@ -60,7 +59,6 @@ IN_ORDER_IN_PROGRESS_REASON = "InOrderStartupPolicyInProgress"
 IN_ORDER_IN_PROGRESS_MESSAGE = "in order startup policy is in progress"
 IN_ORDER_COMPLETED_REASON = "InOrderStartupPolicyCompleted"
 IN_ORDER_COMPLETED_MESSAGE = "in order startup policy has completed"
-RESTARTING_REASON = "Restarting"
 SUSPENDED_REASON = "SuspendedJobs"
 SUSPENDED_MESSAGE = "jobset is suspended"
 RESUMED_REASON = "ResumeJobs"
@@ -73,7 +71,6 @@ RESTART_IGNORE_MAX_ACTION_REASON = "RestartJobSetAndIgnoreMaxRestartsFailurePoli
 RESTART_IGNORE_MAX_ACTION_MESSAGE = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 # gangq's: an invalid JobSet (no admission webhook in front of the embedded controller).
 VALIDATION_FAILED_REASON = "ValidationFailed"
-RESTART_COMPLETED_REASON = "RestartCompleted"
 FRAMEWORK_WARNING_REASON = "FrameworkWiring"
 
 TERMINAL_COMPLETED = "Completed"

@@ -345,9 +345,23 @@ class Reconciler:
             self._invalid(violations, js)
         else:
             self._reconcile(js)
+        self._shape_status()
         if self.status != self.old_status:
             res.status = self.status
         return res
+
+    def _shape_status(self) -> None:
+        """The status as upstream's Go types serialize it: ``restarts`` always present (it has no
+        ``omitempty``), ``conditions`` left out while empty (it has), and ``replicatedJobsStatus`` in
+        descending name order (upstream sorts it so, in place, to compare it with the stored one)."""
+        if not self.status:
+            return
+        self.status.setdefault("restarts", 0)
+        if self.status.get("conditions") == []:
+            del self.status["conditions"]
+        if self.status.get("replicatedJobsStatus"):
+            self.status["replicatedJobsStatus"] = sorted(self.status["replicatedJobsStatus"],
+                                                         key=lambda s: s["name"], reverse=True)
 
     def _invalid(self, violations: list[Violation], js: JobSet | None) -> None:
         message = "; ".join(str(v) for v in violations)
@@ -400,13 +414,6 @@ class Reconciler:
             self._finish(js, children)
             return
         res.delete_jobs += [j.name for j in children.previous if not j.deleting]
-        if children.previous:
-            set_condition(self.status, c.COND_RESTARTING, "True", c.RESTARTING_REASON,
-                          f"restarting jobset, attempt {restarts}: deleting the Jobs of the previous attempt",
-                          self.now)
-        elif condition_true(self.status.get("conditions"), c.COND_RESTARTING):
-            set_condition(self.status, c.COND_RESTARTING, "False", c.RESTART_COMPLETED_REASON,
-                          f"the Jobs of restart attempt {restarts} are created", self.now)
         if children.failed:
             self._failure_policy(js, children)
             if self._finished():
@@ -481,8 +488,6 @@ class Reconciler:
         else:
             res.events.append(Event("Warning", c.RESTART_IGNORE_MAX_ACTION_REASON,
                                     c.RESTART_IGNORE_MAX_ACTION_MESSAGE + suffix))
-        set_condition(self.status, c.COND_RESTARTING, "True", c.RESTARTING_REASON,
-                      f"restarting jobset, attempt {self.status['restarts']}", self.now)
 
     # --- children -------------------------------------------------------------------------------------------------
     def owner_reference(self) -> JsonObj:
