@@ -164,6 +164,8 @@ class Attempt:
                 if victims is not None:
                     wl.claim = dict(target.usage)
                     self.s.claimants[wl.key] = None
+                    # The other preemptors' reservations count it (Reservations.charge_claims).
+                    self.s.version += 1
             if victims is not None:
                 self.preemption.preempt(cq, wl, victims, ctx)
                 return Outcome.STOP if cq.strict else Outcome.FAILED

@@ -272,6 +272,10 @@ class Engine:
             return
         if wl.state == "Pending":
             self.routing.unqueue(wl)
+            if key in self.s.claimants:
+                # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
+                del self.s.claimants[key]
+                self.s.version += 1
         else:
             self.capacity.release(wl)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
@@ -418,6 +422,10 @@ class Engine:
         wl.message = message
         if wl.state == "Pending":
             self.routing.unqueue(wl)
+            if key in self.s.claimants:
+                # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
+                del self.s.claimants[key]
+                self.s.version += 1
             wl.requeue_at = None
             self.s.unrouted[wl.key] = wl
             self.s.set_reason(wl, "Deactivated", message)
@@ -473,6 +481,13 @@ class Engine:
             asked = self.s.cycle_again
             if not (self.cycle.run(now, decisions) or self.s.cycle_again != asked) or not self.s.dirty:
                 break
+        for name in self.s.deferred_preemptions:
+            # A preemptor whose only victims were admitted at this very time (see
+            # Preemption.admitted_now) may preempt at the next call.
+            deferred = self.s.cluster_queues.get(name)
+            if deferred is not None:
+                self.s.request_retry(deferred)
+        self.s.deferred_preemptions.clear()
         if self.s.cite_ended:
             self.reasons.refresh_citations(now)
         for key in self.s.updates:

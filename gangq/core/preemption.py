@@ -150,6 +150,7 @@ class Preemption:
         final_share = dominant_share(cq.node, a.usage) if self.s.config.fair_sharing else 0.0
         budget = self.s.config.preemption_budget
         keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
+        deferred = False  # a gang was left out as admitted at this very time
         for other in self.s.tree_queues(cq):
             own = other is cq
             share = 0.0
@@ -162,6 +163,9 @@ class Preemption:
                         continue
             for victim in other.admitted.values():
                 if not nodes_checked and not needed_frs.intersection(victim.usage):
+                    continue
+                if self.admitted_now(victim, ctx.now):
+                    deferred = True
                     continue
                 if victim.state == "Evicting":
                     if self.claimed_by_other(victim, wl):
@@ -189,6 +193,8 @@ class Preemption:
                     )
                 )
         if not keyed:
+            if deferred:
+                self.s.deferred_preemptions[cq.name] = None
             return None
         keyed.sort(key=lambda item: item[0])
         candidates = [v for _, v in keyed]
@@ -208,7 +214,7 @@ class Preemption:
             def fits() -> bool:
                 return self.fits_unclaimed(cq, wl, a, nodes_checked, ctx)
 
-            self.charge_claims(cq, wl)
+            self.reservations.charge_claims(cq, wl)
             victims = None
             grace = self.s.config.preemption_grace
             if grace > 0:
@@ -225,33 +231,23 @@ class Preemption:
                 victims = minimal_victims(candidates, self.placement.release_in_statement, fits, mark, undo)
         finally:
             stmt.discard()
+        if victims is None and deferred:
+            self.s.deferred_preemptions[cq.name] = None
         return victims
 
-    def charge_claims(self, cq: ClusterQueueState, wl: Workload) -> None:
-        """What-if: charge the quota that the other preemptors of ``cq``'s cohort tree chose their
-        victims for (``Workload.claim``), in place of their victims that are still stopping.
+    def admitted_now(self, victim: Workload, now: float) -> bool:
+        """Was ``victim`` admitted at ``now``, the time of this ``schedule`` call? Then it is no
+        victim at that time; a preemptor that finds no victims without such gangs is tried again
+        at the next call (its ClusterQueue is retried then: ``EngineState.deferred_preemptions``).
 
-        The problem it solves: two preemptors that count on the same free quota (what a cohort
-        lends) both choose victims; once the victims stop, the first admitted takes it, the other
-        is short, its victims are admitted again into the room it cannot use, and it preempts
-        them again, over and over."""
-        top = cq.node.top
-        for key in list(self.s.claimants):
-            other = self.s.workloads.get(key)
-            ocq = other.cq if other is not None else None
-            if other is None or ocq is None or other.state != "Pending" or not other.victims or not other.claim:
-                del self.s.claimants[key]
-                continue
-            if other is wl or ocq.node.top is not top:
-                continue
-            for vkey in other.victims:
-                victim = self.s.workloads.get(vkey)
-                if victim is not None and self.s.stopping(vkey) and victim.evicted_by == other.key:
-                    vcq = victim.cq
-                    assert vcq is not None
-                    for fr, amount in victim.usage.items():
-                        self.s.quota.add_usage(vcq.node, fr, -amount)
-            self.s.charge(other, ocq, other.claim)
+        The problem it solves: a gang admitted and preempted in one call has its pods started
+        and stopped in the same instant. The shell writes both decisions at once, the write that
+        stops the gang races the one that starts it, and pods it starts run on quota the
+        preemptor was given. The gangs of a call are tried in order, so a gang tried later (a
+        lender's gang that reclaims the quota an earlier gang borrowed, a head retried in the
+        call's next cycle) may need the room an earlier one took. Kueue chooses victims in a
+        snapshot taken as the cycle starts, which holds no gang of that cycle either."""
+        return victim.state == "Admitted" and victim.admitted_at == now
 
     def claimed_by_other(self, victim: Workload, wl: Workload) -> bool:
         """Is stopping ``victim`` the victim of another gang that still waits for it? Its capacity
@@ -283,7 +279,7 @@ class Preemption:
         if not stopping:
             return None
         with Statement(self.s.quota, self.s.nodes):
-            self.charge_claims(cq, wl)
+            self.reservations.charge_claims(cq, wl)
             for victim in stopping:
                 self.placement.release_in_statement(victim)
             if any(self.fits_unclaimed(cq, wl, a, nodes_checked, ctx) for a in cands.assignments):

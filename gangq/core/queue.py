@@ -152,7 +152,7 @@ class Workload:
         # While it stops after a preemption: the preemptor's key (see Preemption.claimed_by_other).
         self.evicted_by: str | None = None
         # While it waits for its victims: the quota of the option it chose them for (see
-        # Preemption.charge_claims).
+        # Reservations.charge_claims).
         self.claim: dict[FlavorResource, int] = {}
         # (config version, ClusterQueue name, flavor options): see flavors.flavor_options.
         self.choices: tuple[int, str, FlavorOptions] | None = None

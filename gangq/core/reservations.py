@@ -219,28 +219,91 @@ class Reservations:
         return None
 
     def release_victims(self, head: Workload, exclude: str) -> set[str]:
-        """What-if: release the gangs ``head`` preempted that are still stopping."""
-        released: set[str] = set()
-        for key in head.victims:
-            if key != exclude and self.s.stopping(key):
+        """What-if: release the gangs ``head`` preempted that are still stopping; returns the
+        gangs released. When there are any, the other waiting preemptors of its cohort tree are
+        put in place of their own stopping victims too (:meth:`charge_claims`).
+
+        The room a preemptor counts on is then the one it chose its victims for
+        (:meth:`Preemption.find_victims`) and checks them against
+        (:meth:`Preemption.victims_suffice`). Counted without the other preemptors' claims, a
+        gang behind it passed it, checked against room another preemptor was promised; the
+        preemptor, short once the other was counted, took that gang as a further victim in the
+        same ``schedule`` call: its pods were started and stopped at once, on quota promised to
+        others."""
+        own = [key for key in head.victims if key != exclude and self.s.stopping(key)]
+        if not own:
+            return set()
+        cq = head.cq
+        assert cq is not None
+        released = self.charge_claims(cq, head, exclude)
+        for key in own:
+            if key not in released:
                 self.placement.release_in_statement(self.s.workloads[key])
                 released.add(key)
         return released
 
-    def fits_at(self, head: Workload, time: float, exclude: str) -> bool:
+    def charge_claims(self, cq: ClusterQueueState, wl: Workload, exclude: str = "") -> set[str]:
+        """What-if: charge the quota that the other preemptors of ``cq``'s cohort tree (but
+        ``exclude``, a gang being admitted) chose their victims for (``Workload.claim``), in place
+        of their victims that are still stopping; returns those victims.
+
+        The problem it solves: two preemptors that count on the same free quota (what a cohort
+        lends) both choose victims; once the victims stop, the first admitted takes it, the other
+        is short, its victims are admitted again into the room it cannot use, and it preempts
+        them again, over and over."""
+        released: set[str] = set()
+        top = cq.node.top
+        for key in list(self.s.claimants):
+            other = self.s.workloads.get(key)
+            ocq = other.cq if other is not None else None
+            if other is None or ocq is None or other.state != "Pending" or not other.victims or not other.claim:
+                del self.s.claimants[key]
+                continue
+            if other is wl or key == exclude or ocq.node.top is not top:
+                continue
+            for vkey in other.victims:
+                victim = self.s.workloads.get(vkey)
+                if (
+                    victim is not None
+                    and vkey not in released
+                    and self.s.stopping(vkey)
+                    and victim.evicted_by == other.key
+                ):
+                    vcq = victim.cq
+                    assert vcq is not None
+                    for fr, amount in victim.usage.items():
+                        self.s.quota.add_usage(vcq.node, fr, -amount)
+                    released.add(vkey)
+            self.s.charge(other, ocq, other.claim)
+        return released
+
+    def fits_at(self, head: Workload, time: float, exclude: str, now: float) -> bool:
         """Would ``head`` fit at ``time`` with the current (what-if) admissions, once every runner
-        with a runtime limit ending by then has ended?"""
+        with a runtime limit ending from ``now`` to then has ended?
+
+        Tested as its reservation was worked out (:meth:`reservation`), so that a gang passes
+        only if it leaves the head the room its reservation counted on: runners already past
+        their expected end have no known end and stay; and at a reservation of ``now``, an
+        option that borrows what a lender claims back is no room for it."""
         cq = head.cq
         assert cq is not None
         cands = self.placement.assignments(cq, head, messages=False)
+        nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         with Statement(self.s.quota, self.s.nodes):
             released = self.release_victims(head, exclude)
-            for _end, _, key in self.s.running_by_end.iter_until((time, 1 << 62, "\uffff")):
+            for end, _, key in self.s.running_by_end.iter_from((now, -1, "")):
+                if end > time:
+                    break
                 runner = self.s.workloads.get(key)
                 if runner is None or runner.cq is None or key == exclude or key in released:
                     continue
                 self.placement.release_in_statement(runner)
-            return self.placement.fits_any(cq, head, cands, cq.spec.admission_mode == "QuotaAndNodes")
+            if time <= now:
+                return any(
+                    not self.claims.claimed_from(cq, a) and self.placement.fits(cq, head, a, nodes_checked)
+                    for a in cands.assignments
+                )
+            return self.placement.fits_any(cq, head, cands, nodes_checked)
 
     def blocks(
         self, heads: list[tuple[Workload, Reservation]], wl: Workload, now: float, promise: bool = True
@@ -280,7 +343,7 @@ class Reservations:
             limit = wl.spec.runtime_limit
             if limit is not None and now + limit <= info.time:
                 continue
-            if not self.fits_at(head, info.time, exclude=wl.key):
+            if not self.fits_at(head, info.time, wl.key, now):
                 return head
         return None
 

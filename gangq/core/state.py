@@ -86,8 +86,11 @@ class EngineState:
         # Preemptors whose last stopping victim has stopped: tried first in the next cycle, in a
         # cycle of their own (see SchedulingCycle.try_preemptors).
         self.ready_preemptors: dict[str, None] = {}
-        # Gangs that chose victims (see Preemption.charge_claims); kept until they no longer wait.
+        # Gangs that chose victims (see Reservations.charge_claims); kept until they no longer wait.
         self.claimants: dict[str, None] = {}
+        # ClusterQueues whose preemptor found no victims but gangs admitted at this very time:
+        # retried at the next ``schedule`` call (see Preemption.admitted_now).
+        self.deferred_preemptions: dict[str, None] = {}
         self.scratch: dict[str, QueueScratch] = {}  # ClusterQueue name -> the engine's work on it
 
     def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:

@@ -115,3 +115,50 @@ def test_a_preemptor_does_not_count_on_free_quota_another_preemptor_chose_its_vi
     decisions = e.schedule(2)
     assert admitted(decisions) == ["pa"]
     assert evicted(decisions) == []
+
+
+def test_a_gang_does_not_pass_a_preemptor_into_free_quota_another_preemptor_chose_its_victims_for() -> None:
+    """pb (b, 10 GPUs: b's 8 and the 2 that c lends) preempted vb; pa (a, 8 GPUs) preempted va.
+    g (a, 2 GPUs, behind pa, ahead of pb) passed pa: pa's reservation counted the 2 free GPUs as
+    room, while pa chose va with pb's claim on them counted. With g admitted pa's victims no
+    longer sufficed, and pa took g, admitted in that call, as a further victim."""
+    e = engine()
+    add_nodes(e, "a100", 4)
+    policy = PreemptionSpec(within_cluster_queue="LowerPriority")
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
+    add_queue(e, "c", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("va", "a", 1, 8, t=0), 0)
+    e.submit(gang("vb", "b", 1, 8, t=0.1), 0)
+    e.submit(gang("c0", "c", 1, 6, t=0.2), 0)
+    assert sorted(admitted(e.schedule(0))) == ["c0", "va", "vb"]
+    e.submit(gang("pb", "b", 1, 10, priority=1, t=1), 1)
+    assert evicted(e.schedule(1)) == ["vb"]
+    e.submit(gang("pa", "a", 1, 8, priority=5, t=2), 2)
+    e.submit(gang("g", "a", 1, 2, priority=2, t=2.1), 2)
+    decisions = e.schedule(2)
+    assert evicted(decisions) == ["va"]
+    assert admitted(decisions) == []
+    assert evicted(e.schedule(3)) == []
+    e.eviction_done("ns/va", 4)
+    decisions = e.schedule(4)
+    assert admitted(decisions) == ["pa", "g"]  # g comes before pb, still waiting for vb
+    assert evicted(decisions) == []
+
+
+def test_a_gang_admitted_at_a_time_is_no_victim_at_that_time() -> None:
+    """b's g borrowed the GPUs that a lends; a's l, tried after it in the same call, reclaimed
+    them and preempted g: its pods were started and stopped in the same instant. l preempts at
+    the next call, with no other event."""
+    e = engine()
+    add_nodes(e, "a100", 1)
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=PreemptionSpec(reclaim_within_cohort="Any"))
+    add_queue(e, "b", [quota("a100", 64, 0)], cohort="pool")
+    e.submit(gang("g", "b", 1, 8, t=0), 0)
+    e.submit(gang("l", "a", 1, 8, t=1), 0)
+    decisions = e.schedule(0)
+    assert admitted(decisions) == ["g"]
+    assert evicted(decisions) == []
+    assert evicted(e.schedule(1)) == ["g"]
+    e.eviction_done("ns/g", 2)
+    assert admitted(e.schedule(2)) == ["l"]

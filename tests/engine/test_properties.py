@@ -153,13 +153,18 @@ class World:
             e.submit(spec, self.now)
         elif kind == "schedule":
             self.now += arg  # type: ignore[operator]
+            admitted_now: set[str] = set()
             for d in e.schedule(self.now):
                 self.log.append(repr(d))
                 if isinstance(d, Admission):
                     self.check_admission(d)
                     self.admissions[d.workload] = d
+                    admitted_now.add(d.workload)
                 elif isinstance(d, Eviction):
                     assert d.workload in self.admissions
+                    # a gang is not admitted and evicted in one call: its pods would start on
+                    # room another gang is promised (the write to stop it races the one to start it)
+                    assert d.workload not in admitted_now, (d, self.log[-10:])
                     self.evicting.add(d.workload)
         elif kind in ("finish", "evicted", "bind") and self.admissions:
             keys = sorted(self.admissions)
