@@ -16,8 +16,18 @@ from typing import Any
 import yaml
 
 from gangq.controlplane.launcher import ControlPlane
+from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from tests.operator import helpers
 
+RUN_CONFIG: dict[str, Any] = {
+    "metricsPort": 0,
+    "podsReady": {"enable": False},
+    "status": {"workloadDelaySeconds": 0.1, "pendingDelaySeconds": 0.2, "pendingMinIntervalSeconds": 0.5,
+               "queueIntervalSeconds": 0.5},
+    "leaderElection": {"enable": True, "namespace": CONTROLLER_NAMESPACE, "leaseName": "gangq-controller",
+                       "leaseDurationSeconds": 4, "renewIntervalSeconds": 1},
+}
+"""A ``gangq run`` configuration for tests: fast status writes, no pods-ready wait, a short Lease."""
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll every 0.2 s: many conditions here run kubectl or ask a real API server."""

@@ -15,17 +15,10 @@ import pytest
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from tests.controlplane.install import install
+from tests.controlplane.kube import RUN_CONFIG as CONFIG
 from tests.controlplane.kube import gangq_run, get, kubectl, namespace, wait_for
 
 GPU = "nvidia.com/gpu"
-CONFIG = {
-    "metricsPort": 0,
-    "podsReady": {"enable": False},
-    "status": {"workloadDelaySeconds": 0.1, "pendingDelaySeconds": 0.2, "pendingMinIntervalSeconds": 0.5,
-               "queueIntervalSeconds": 0.5},
-    "leaderElection": {"enable": True, "namespace": CONTROLLER_NAMESPACE, "leaseName": "gangq-controller",
-                       "leaseDurationSeconds": 4, "renewIntervalSeconds": 1},
-}
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gangq.core import EngineConfig, PreemptionSpec
+from gangq.core import Engine, EngineConfig, PreemptionSpec
 
 from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota
 
@@ -93,10 +93,9 @@ def test_a_preemptor_is_admitted_into_its_victims_room_before_gangs_that_come_fi
     assert evicted(decisions) == []
 
 
-def test_a_preemptor_does_not_count_on_free_quota_another_preemptor_chose_its_victims_for() -> None:
-    """pa and pb (10 GPUs each: their queue's 8 and 2 that c lends) both preempted, counting on
-    the same 2 free GPUs. Once their victims stopped, pa took them, pb was short, vb was admitted
-    again into b's quota, and pb preempted it again."""
+def lending_pool() -> Engine:
+    """Queues a and b (8 GPUs each, preempting lower priorities) each running a gang of 8, and c
+    running 6 of its 8: c lends 2 to the cohort."""
     e = engine()
     add_nodes(e, "a100", 4)
     policy = PreemptionSpec(within_cluster_queue="LowerPriority")
@@ -107,6 +106,14 @@ def test_a_preemptor_does_not_count_on_free_quota_another_preemptor_chose_its_vi
     e.submit(gang("vb", "b", 1, 8, t=0.1), 0)
     e.submit(gang("c0", "c", 1, 6, t=0.2), 0)
     assert sorted(admitted(e.schedule(0))) == ["c0", "va", "vb"]
+    return e
+
+
+def test_a_preemptor_does_not_count_on_free_quota_another_preemptor_chose_its_victims_for() -> None:
+    """pa and pb (10 GPUs each: their queue's 8 and 2 that c lends) both preempted, counting on
+    the same 2 free GPUs. Once their victims stopped, pa took them, pb was short, vb was admitted
+    again into b's quota, and pb preempted it again."""
+    e = lending_pool()
     e.submit(gang("pa", "a", 1, 10, priority=5, t=1), 1)
     e.submit(gang("pb", "b", 1, 10, priority=5, t=2), 1)
     decisions = e.schedule(1)
@@ -122,16 +129,7 @@ def test_a_gang_does_not_pass_a_preemptor_into_free_quota_another_preemptor_chos
     g (a, 2 GPUs, behind pa, ahead of pb) passed pa: pa's reservation counted the 2 free GPUs as
     room, while pa chose va with pb's claim on them counted. With g admitted pa's victims no
     longer sufficed, and pa took g, admitted in that call, as a further victim."""
-    e = engine()
-    add_nodes(e, "a100", 4)
-    policy = PreemptionSpec(within_cluster_queue="LowerPriority")
-    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
-    add_queue(e, "b", [quota("a100", 64, 8)], cohort="pool", preemption=policy, mode="QuotaOnly")
-    add_queue(e, "c", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
-    e.submit(gang("va", "a", 1, 8, t=0), 0)
-    e.submit(gang("vb", "b", 1, 8, t=0.1), 0)
-    e.submit(gang("c0", "c", 1, 6, t=0.2), 0)
-    assert sorted(admitted(e.schedule(0))) == ["c0", "va", "vb"]
+    e = lending_pool()
     e.submit(gang("pb", "b", 1, 10, priority=1, t=1), 1)
     assert evicted(e.schedule(1)) == ["vb"]
     e.submit(gang("pa", "a", 1, 8, priority=5, t=2), 2)

@@ -16,8 +16,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from . import test_properties as properties
 from .test_liveness import _admitted_by_a_full_retry
-from .test_properties import World, _admissions_and_evictions, _after_each_scheduling_call, world_st
+from .test_properties import _after_each_scheduling_call, world_st
 
 pytestmark = [pytest.mark.slow_tier, pytest.mark.interpreted_only]
 
@@ -37,10 +38,7 @@ def sweep_seeds() -> list[int]:
 def test_invariants_hold_on_fresh_random_worlds(
     world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
 ) -> None:
-    queues, nodes, fair, events = world
-    w = World(queues, nodes, fair)
-    for event in events:
-        w.apply(event)
+    properties.test_invariants_hold_after_every_event.hypothesis.inner_test(world)  # type: ignore[attr-defined]
 
 
 @settings(max_examples=150, deadline=None, derandomize=False, suppress_health_check=[HealthCheck.too_slow])
@@ -48,8 +46,7 @@ def test_invariants_hold_on_fresh_random_worlds(
 def test_retry_shortcuts_change_no_decision_on_fresh_random_worlds(
     world: tuple[list[tuple[object, ...]], list[tuple[int, int]], bool, list[tuple[str, object]]],
 ) -> None:
-    shortcuts, unfiltered = _admissions_and_evictions(world)
-    assert shortcuts == unfiltered
+    properties.test_retry_shortcuts_change_no_decision.hypothesis.inner_test(world)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("cpu_only", [False, True], ids=["plain", "cpu-only"])

@@ -13,20 +13,13 @@ import pytest
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
+from tests.controlplane.kube import RUN_CONFIG as CONFIG
 from tests.controlplane.kube import gangq_run, get, wait_for
 
 from .harness import jobset, rjob
 from .manager import upstream_jobset_controller
 
 NS = "external-jobset"
-CONFIG = {
-    "metricsPort": 0,
-    "podsReady": {"enable": False},
-    "status": {"workloadDelaySeconds": 0.1, "pendingDelaySeconds": 0.2, "pendingMinIntervalSeconds": 0.5,
-               "queueIntervalSeconds": 0.5},
-    "leaderElection": {"enable": True, "namespace": CONTROLLER_NAMESPACE, "leaseName": "gangq-controller",
-                       "leaseDurationSeconds": 4, "renewIntervalSeconds": 1},
-}
 
 
 def _queues() -> list[dict[str, Any]]:

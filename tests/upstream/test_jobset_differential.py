@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
+from tests.jobset.conftest import OPERATOR
 
 from .cases import CASES
 from .differences import DIFFERENCES
@@ -30,25 +30,7 @@ from .manager import upstream_jobset_controller
 
 NS_UPSTREAM, NS_EMBEDDED = "jobset-diff-upstream", "jobset-diff-embedded"
 
-# The embedded reconciler alone under kopf, in one namespace (the upstream run's is left to it).
-OPERATOR = textwrap.dedent('''
-    import kopf
-
-    from gangq.operator.jobset import register
-
-    kopf.set_default_registry(kopf.OperatorRegistry())
-
-    @kopf.on.login()
-    def login(**kwargs):
-        return kopf.login_with_kubeconfig(**kwargs)
-
-    @kopf.on.startup()
-    def configure(settings: kopf.OperatorSettings, **_):
-        settings.posting.level = 40
-        settings.watching.server_timeout = 60
-
-    register(kopf.get_default_registry())
-''')
+# The embedded reconciler alone under kopf (run in one namespace; the upstream run's is left to it).
 
 
 @pytest.fixture(scope="module")
