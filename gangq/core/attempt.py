@@ -72,12 +72,20 @@ class Attempt:
         node_checked: set[int] = set()  # options whose node check failed
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
+        preemptor = self.holding_preemptor(wl, ctx.now)
+        sheltered = self.sheltered(cq, wl, ctx.now)
+        held = False  # an option was ruled out only by a hold (preemptor, shelter)
         # Every option that fits the quota is tried, also after a reservation held the gang back
         # in one: another may fit its own quota and delay nobody. Stopping at the first such
         # option lets heads hold each other on an idle cluster (one head fits its own quota in
         # flavor b but is held back in flavor a by a second queue's starving head, which waits
         # for a third's, which the first queue's claim on b keeps out).
         for a in quota_ok:
+            if (preemptor is not None and (a.borrowing or preemptor.cq is cq)) or (
+                sheltered is not None and (a.borrowing or sheltered)
+            ):
+                held = True
+                continue
             if a.borrowing:
                 claimer = self.claims.reclaimer(cq, wl, a, ctx)
                 if claimer is not None:
@@ -144,6 +152,22 @@ class Attempt:
                 # take: see Reservations.retry_held_heads.
                 self.s.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
+        if held:
+            if preemptor is not None:
+                message = f"preempted for {preemptor.key}, which has not been admitted yet; waits for it"
+            else:
+                message = (
+                    f"preempted {wl.preempted} times: waits to be admitted where no waiting gang preempts it "
+                    f"again (without borrowing; no gang of higher priority waiting in ClusterQueue {cq.name!r})"
+                )
+            self.s.set_reason(wl, "BlockedByReservation", message, preemptor)
+            if node_failure:
+                self.s.wait_for_nodes(cq, wl, None)
+            self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
+            # Retried by every admission and freed capacity (see SchedulingCycle.run), by the
+            # preemptor's admission or leave (EngineState.release_held), and when the wait ends.
+            self.s.waiting_reservation[cq.name] = None
+            return Outcome.STOP if cq.strict else Outcome.FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             self.s.set_reason(wl, "InsufficientQuota", self.claims.claim_message(reclaimer), reclaimer)
             self.reservations.note_head(cq, wl, ctx, True)
@@ -200,6 +224,58 @@ class Attempt:
             self.s.set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return Outcome.STOP if cq.strict else Outcome.FAILED
 
+    def holding_preemptor(self, wl: Workload, now: float) -> Workload | None:
+        """The preemptor that ``wl``, preempted for it, still waits for, if any.
+
+        The problem it solves: a gang evicted to make room for a preemptor went back to its queue
+        and was admitted again into that room while the preemptor still waited for more (a
+        lender took back its quota, other queues' gangs took the nodes); the preemptor preempted
+        it again, and a low-priority gang was started and killed over and over, each time losing
+        its work.
+        So until its preemptor is admitted, leaves its queue, or gives up its claim, the victim
+        is admitted neither into its preemptor's ClusterQueue nor by borrowing; into its own
+        queue's nominal quota elsewhere it may go (a preemptor of another queue reclaimed only
+        what it had borrowed). The wait ends after the starvation timeout
+        (:meth:`EngineState.hold_for_preemptor`)."""
+        key = wl.held_for
+        if key is None:
+            return None
+        preemptor = self.s.workloads.get(key)
+        if (
+            preemptor is None
+            or preemptor.state != "Pending"
+            or not preemptor.claim
+            or preemptor.deactivated
+            or preemptor.cq is None
+        ):
+            wl.held_for = None
+            return None
+        return preemptor
+
+    def sheltered(self, cq: ClusterQueueState, wl: Workload, now: float) -> bool | None:
+        """None when ``wl`` may be admitted anywhere; otherwise it may not borrow, and with True
+        not be admitted into ``cq`` at all for now.
+
+        The problem it solves: in a saturated cohort with gangs of several priorities, the same
+        low-priority gang was admitted into whatever room came free, then preempted by the next
+        higher-priority gang that wanted it, again and again; each time its work was lost. A gang
+        preempted :attr:`EngineConfig.preemption_shelter` times is therefore admitted again only
+        where no gang waiting now can take it back: not by borrowing (a lender reclaims), and in
+        a ClusterQueue that preempts within itself only once no gang of higher priority waits
+        there. At most for the starvation timeout after its requeue."""
+        shelter = self.s.config.preemption_shelter
+        if shelter is None or wl.preempted < shelter or now >= wl.shelter_until:
+            return None
+        within = cq.spec.preemption.within_cluster_queue
+        if within == "Never":
+            return False
+        first = cq.first_key()
+        if first is None:
+            return False
+        if within == "LowerOrNewerEqualPriority":
+            return bool(first < wl.order_key)
+        return bool(first[0] < wl.order_key[0])
+
     def admit(
         self,
         cq: ClusterQueueState,
@@ -214,6 +290,8 @@ class Attempt:
         wl.placement = None
         wl.victims = ()
         wl.claim = {}
+        if wl.holding:
+            self.s.release_held(wl)
         wl.usage = dict(a.usage)
         wl.planned = dict(placement)
         wl.held = {}

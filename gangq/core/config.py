@@ -27,6 +27,11 @@ class EngineConfig:
     - ``preemption_grace``: seconds after its last admission during which a gang that has been
       evicted before is chosen as a preemption victim only if no victim set without such gangs
       lets the preemptor in (0: no grace). See docs/engine.md, Preemption.
+    - ``preemption_shelter``: a gang preempted this many times is admitted again only where no
+      gang waiting now could preempt it: not by borrowing, and in a ClusterQueue that preempts
+      within itself only while no gang of higher priority waits there, for at most the
+      starvation timeout after its requeue; and it is a preemption victim only when no victim
+      set without such gangs lets the preemptor in (``None``: off). See docs/engine.md, Preemption.
     """
 
     __slots__ = (
@@ -37,6 +42,7 @@ class EngineConfig:
         "pods_ready_timeout",
         "preemption_budget",
         "preemption_grace",
+        "preemption_shelter",
         "requeue_timestamp",
         "starvation_timeout",
     )
@@ -52,6 +58,7 @@ class EngineConfig:
         fair_sharing: bool = False,
         preemption_budget: int | None = None,
         preemption_grace: float = 300.0,
+        preemption_shelter: int | None = 2,
     ) -> None:
         if pods_ready_timeout is not None and pods_ready_timeout <= 0:
             raise ValueError("pods_ready_timeout must be positive or None")
@@ -76,3 +83,6 @@ class EngineConfig:
         if preemption_grace < 0:
             raise ValueError("preemption_grace must be >= 0")
         self.preemption_grace = preemption_grace
+        if preemption_shelter is not None and preemption_shelter < 1:
+            raise ValueError("preemption_shelter must be >= 1 or None")
+        self.preemption_shelter = preemption_shelter

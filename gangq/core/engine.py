@@ -276,6 +276,8 @@ class Engine:
                 # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
                 del self.s.claimants[key]
                 self.s.version += 1
+            if wl.holding:
+                self.s.release_held(wl)
         else:
             self.capacity.release(wl)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
@@ -300,6 +302,10 @@ class Engine:
         wl.pending_since = now
         preemptor = self.s.workloads.get(wl.evicted_by) if wl.evicted_by is not None else None
         wl.evicted_by = None
+        if preemptor is not None and preemptor.state == "Pending" and preemptor.claim:
+            self.s.hold_for_preemptor(wl, preemptor, now)
+        elif (shelter := self.s.config.preemption_shelter) is not None and wl.preempted >= shelter:
+            self.s.hold_until(wl, now)
         if (
             preemptor is not None
             and preemptor.state == "Pending"
@@ -426,6 +432,8 @@ class Engine:
                 # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
                 del self.s.claimants[key]
                 self.s.version += 1
+            if wl.holding:
+                self.s.release_held(wl)
             wl.requeue_at = None
             self.s.unrouted[wl.key] = wl
             self.s.set_reason(wl, "Deactivated", message)

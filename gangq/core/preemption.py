@@ -217,13 +217,19 @@ class Preemption:
             self.reservations.charge_claims(cq, wl)
             victims = None
             grace = self.s.config.preemption_grace
-            if grace > 0:
-                # Gangs evicted before and admitted again within the grace go only when no set
-                # without them lets ``wl`` in.
+            shelter = self.s.config.preemption_shelter
+            if grace > 0 or shelter is not None:
+                # Gangs evicted before and admitted again within the grace, and gangs preempted
+                # `shelter` times (see Attempt.sheltered), go only when no set without them
+                # lets ``wl`` in.
                 settled = [
                     v
                     for v in candidates
-                    if v.state == "Evicting" or v.admit_count < 2 or ctx.now - v.admitted_at >= grace
+                    if v.state == "Evicting"
+                    or (
+                        (v.admit_count < 2 or ctx.now - v.admitted_at >= grace)
+                        and (shelter is None or v.preempted < shelter)
+                    )
                 ]
                 if len(settled) < len(candidates):
                     victims = minimal_victims(settled, self.placement.release_in_statement, fits, mark, undo)

@@ -80,6 +80,8 @@ class Workload:
         "evict_requeue_at",
         "evicted_by",
         "held",
+        "held_for",
+        "holding",
         "key",
         "lq_key",
         "message",
@@ -91,6 +93,7 @@ class Workload:
         "planned",
         "pods",
         "pods_ready",
+        "preempted",
         "queue_ts",
         "queued",
         "ready_evictions",
@@ -98,6 +101,7 @@ class Workload:
         "requeue_at",
         "running",
         "seq",
+        "shelter_until",
         "spec",
         "state",
         "totals",
@@ -151,6 +155,12 @@ class Workload:
         self.victims: tuple[str, ...] = ()
         # While it stops after a preemption: the preemptor's key (see Preemption.claimed_by_other).
         self.evicted_by: str | None = None
+        # Once it has stopped after a preemption: the preemptor it waits for (see
+        # Attempt.holding_preemptor); and, on a preemptor, the gangs that wait for it.
+        self.held_for: str | None = None
+        self.holding: list[str] = []
+        self.preempted = 0  # times it was evicted by preemption (see Attempt.sheltered)
+        self.shelter_until = 0.0  # until when Attempt.sheltered applies
         # While it waits for its victims: the quota of the option it chose them for (see
         # Reservations.charge_claims).
         self.claim: dict[FlavorResource, int] = {}
@@ -384,6 +394,17 @@ class ClusterQueueState:
     def ordered(self) -> Iterator[OrderKey]:
         """All pending workloads in queue order."""
         return merge_keys(iter(self.active), iter(self.inadmissible))
+
+    def first_key(self) -> OrderKey | None:
+        """The queue-order key of the first gang queued here, tried or not (None: none is)."""
+        first: OrderKey | None = None
+        if self.active:
+            first = self.active.first()
+        if self.inadmissible:
+            other: OrderKey = self.inadmissible.first()
+            if first is None or other < first:
+                first = other
+        return first
 
     def head(self) -> Workload | None:
         """The protected head if it is still queued here (see ``Reservations.blocks``)."""

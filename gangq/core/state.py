@@ -189,6 +189,29 @@ class EngineState:
         if wl.key in self.citers:
             self.cite_ended[wl.key] = wl
 
+    def hold_for_preemptor(self, victim: Workload, preemptor: Workload, now: float) -> None:
+        """``victim`` has stopped after ``preemptor`` chose it: it waits for the preemptor (see
+        Attempt.holding_preemptor) at most the starvation timeout, when a timer retries its queue."""
+        victim.held_for = preemptor.key
+        preemptor.holding.append(victim.key)
+        self.hold_until(victim, now)
+
+    def hold_until(self, wl: Workload, now: float) -> None:
+        """``wl`` was requeued under a hold (its preemptor, its shelter): the holds end after the
+        starvation timeout, when a timer retries its queue."""
+        wl.shelter_until = now + self.config.starvation_timeout
+        self.add_timer(wl.shelter_until, "hold", wl.key, wl.admit_count)
+
+    def release_held(self, preemptor: Workload) -> None:
+        """``preemptor`` was admitted or left its queue: the gangs that waited for it may go."""
+        for key in preemptor.holding:
+            victim = self.workloads.get(key)
+            if victim is not None and victim.held_for == preemptor.key:
+                victim.held_for = None
+                if victim.cq is not None and victim.state == "Pending":
+                    self.request_retry(victim.cq)
+        preemptor.holding = []
+
     def add_timer(self, time: float, kind: str, key: str, token: int) -> None:
         self.timer_seq += 1
         heapq.heappush(self.timers, (time, self.timer_seq, kind, key, token))
@@ -233,6 +256,7 @@ class EngineState:
         wl.evicted_by = preemptor
         if reason == "Preempted":
             cq.preempted_total += 1
+            wl.preempted += 1
         decisions.append(
             Eviction(
                 wl.key,

@@ -1,6 +1,7 @@
 """Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
-timeouts, the end of a requeue backoff, the drains of ClusterQueues and LocalQueues stopped with
-``HoldAndDrain``, and the eviction of admitted workloads an admin deactivated.
+timeouts, the end of a requeue backoff, the end of a preempted gang's holds (its preemptor, its
+shelter), the drains of ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and the
+eviction of admitted workloads an admin deactivated.
 """
 
 from __future__ import annotations
@@ -27,27 +28,34 @@ class Timers:
         """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
         while self.s.timers:
             time, _, kind, key, token = self.s.timers[0]
-            if self.live(kind, key, token):
+            if self.live(kind, key, token, time):
                 return time
             heapq.heappop(self.s.timers)
         return None
 
-    def live(self, kind: str, key: str, token: int) -> bool:
+    def live(self, kind: str, key: str, token: int, time: float) -> bool:
         wl = self.s.workloads.get(key)
         if wl is None or wl.admit_count != token:
             return False
         if kind == "ready":
             return wl.state == "Admitted" and not wl.pods_ready
+        if kind == "hold":
+            return wl.state == "Pending" and wl.shelter_until == time
         return wl.state == "Pending" and wl.requeue_at is not None
 
     def run(self, now: float, decisions: list[Decision]) -> None:
         while self.s.timers and self.s.timers[0][0] <= now:
-            _, _, kind, key, token = heapq.heappop(self.s.timers)
-            if not self.live(kind, key, token):
+            time, _, kind, key, token = heapq.heappop(self.s.timers)
+            if not self.live(kind, key, token, time):
                 continue
             wl = self.s.workloads[key]
             if kind == "ready":
                 self.pods_ready_timeout(wl, now, decisions)
+            elif kind == "hold":
+                # Its holds (Attempt.holding_preemptor, Attempt.sheltered) have ended.
+                wl.held_for = None
+                if wl.cq is not None:
+                    self.s.request_retry(wl.cq)
             else:
                 wl.requeue_at = None
                 self.s.unrouted.pop(wl.key, None)

@@ -57,6 +57,9 @@ class PreemptionConfig(_Model):
     # a gang evicted before and admitted again less than this long ago is a victim only when no
     # other victim set will do (0: off)
     grace_seconds: float = Field(300.0, alias="graceSeconds", ge=0)
+    # a gang preempted this many times is admitted again only where no waiting gang preempts it
+    # again (null: off)
+    shelter_after: int | None = Field(2, alias="shelterAfter", ge=1)
 
 
 class EventsConfig(_Model):
@@ -159,6 +162,7 @@ class OperatorConfig(_Model):
             fair_sharing=self.fair_sharing.enable,
             preemption_budget=self.preemption.budget,
             preemption_grace=self.preemption.grace_seconds,
+            preemption_shelter=self.preemption.shelter_after,
         )
 
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 from gangq.core import Engine, EngineConfig, PreemptionSpec
 
 from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota
@@ -160,3 +163,123 @@ def test_a_gang_admitted_at_a_time_is_no_victim_at_that_time() -> None:
     assert evicted(e.schedule(1)) == ["g"]
     e.eviction_done("ns/g", 2)
     assert admitted(e.schedule(2)) == ["l"]
+
+
+def _preemptor_outpaced_by_a_lender(e: Engine) -> None:
+    """p (a, 16 GPUs: a's 8 and the 8 b lends) preempts v and w; before they stop, b's own gang l
+    takes 4 of b's GPUs. Once v and w have stopped, p is 4 short and waits for l to end."""
+    add_nodes(e, "a100", 4)
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool",
+              preemption=PreemptionSpec(within_cluster_queue="LowerPriority"), mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("v", "a", 1, 8, priority=1, t=0), 0)
+    e.submit(gang("w", "a", 1, 4, priority=1, t=0.1), 0)
+    assert sorted(admitted(e.schedule(0))) == ["v", "w"]
+    e.submit(gang("p", "a", 1, 16, priority=9, t=1), 1)
+    assert sorted(evicted(e.schedule(1))) == ["v", "w"]
+    e.submit(gang("l", "b", 1, 4, t=2), 2)
+    assert admitted(e.schedule(2)) == ["l"]
+    e.eviction_done("ns/v", 3)
+    e.eviction_done("ns/w", 3)
+    assert admitted(e.schedule(3)) == []
+
+
+def test_a_victim_is_not_admitted_again_into_the_room_its_preemptor_waits_for() -> None:
+    """v fit a's 8 GPUs again while p waited for l: it was admitted, and p preempted it again as
+    soon as l ended (its work lost twice for one preemptor)."""
+    e = engine()
+    _preemptor_outpaced_by_a_lender(e)
+    assert admitted(e.schedule(4)) == []
+    view = e.workload("ns/v")
+    assert view is not None and view.reason == "BlockedByReservation" and "ns/p" in view.message
+    e.finish("ns/l", 5)
+    decisions = e.schedule(5)
+    assert admitted(decisions) == ["p"]
+    assert evicted(decisions) == []
+    e.finish("ns/p", 6)
+    assert sorted(admitted(e.schedule(6))) == ["v", "w"]
+
+
+def test_victims_waiting_for_their_preemptor_go_when_it_leaves() -> None:
+    e = engine()
+    _preemptor_outpaced_by_a_lender(e)
+    e.finish("ns/p", 4)  # deleted while it waited
+    assert sorted(admitted(e.schedule(4))) == ["v", "w"]
+
+
+def test_victims_wait_for_their_preemptor_at_most_the_starvation_timeout() -> None:
+    """After that, p (waiting since t=1) starves, and its reservation holds back its queue: v
+    waits for it as any gang behind a starving head does."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    _preemptor_outpaced_by_a_lender(e)
+    assert admitted(e.schedule(50)) == []
+    assert e.next_wakeup() == 103
+    assert admitted(e.schedule(103)) == []
+    view = e.workload("ns/v")
+    assert view is not None and view.reason == "BlockedByReservation"
+    assert "preempted for" not in view.message and "ns/p has waited longer than the starvation timeout" in view.message
+
+
+def _twice_preempted(shelter: int | None) -> Engine:
+    """low (a, 4 GPUs) is preempted by hi1 (a, 4 GPUs; y fills the rest of a's 8); hi2 (8 GPUs)
+    then waits for a's whole quota."""
+    e = engine(EngineConfig(pods_ready_timeout=None, preemption_shelter=shelter))
+    add_nodes(e, "a100", 2)
+    add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool",
+              preemption=PreemptionSpec(within_cluster_queue="LowerPriority"), mode="QuotaOnly")
+    add_queue(e, "b", [quota("a100", 64, 8)], cohort="pool", mode="QuotaOnly")
+    e.submit(gang("busy", "b", 1, 8, t=0), 0)
+    e.submit(gang("low", "a", 1, 4, priority=0, t=0.1), 0)
+    e.submit(gang("y", "a", 1, 4, priority=5, t=0.2), 0)
+    assert sorted(admitted(e.schedule(0))) == ["busy", "low", "y"]
+    e.submit(gang("hi1", "a", 1, 4, priority=5, t=1), 1)
+    assert evicted(e.schedule(1)) == ["low"]
+    e.eviction_done("ns/low", 2)
+    assert admitted(e.schedule(2)) == ["hi1"]
+    e.submit(gang("hi2", "a", 1, 8, priority=5, t=3), 3)
+    assert admitted(e.schedule(3)) == []
+    e.finish("ns/y", 4)
+    return e
+
+
+def test_a_gang_preempted_often_enough_waits_while_a_gang_that_would_preempt_it_again_waits() -> None:
+    """In a saturated queue with several priorities, low fit every hole that came free and was
+    preempted by the next higher-priority gang that wanted the room, again and again."""
+    assert admitted(_twice_preempted(None).schedule(4)) == ["low"]
+    e = _twice_preempted(1)
+    assert admitted(e.schedule(4)) == []
+    view = e.workload("ns/low")
+    assert view is not None and view.reason == "BlockedByReservation" and "preempted 1 times" in view.message
+    e.finish("ns/hi1", 5)
+    assert admitted(e.schedule(5)) == ["hi2"]
+    e.finish("ns/hi2", 6)
+    assert admitted(e.schedule(6)) == ["low"]
+
+
+def test_a_sheltered_gang_does_not_borrow() -> None:
+    """A lender takes borrowed quota back by preemption: a sheltered gang runs only on its own
+    queue's quota."""
+    for shelter, expected in ((None, ["hi2", "low"]), (1, ["hi2"])):
+        e = _twice_preempted(shelter)
+        e.finish("ns/hi1", 4)
+        e.finish("ns/busy", 4)  # b's 8 GPUs idle: low could borrow 4 of them
+        assert admitted(e.schedule(4)) == expected
+    e.finish("ns/hi2", 5)
+    assert admitted(e.schedule(5)) == ["low"]  # a's own quota
+
+
+def test_the_preempting_benchmark_case_meets_the_churn_targets() -> None:
+    """``benchmarks/engine_scaling.py --preemption``'s 1,000-gang case (10 ClusterQueues that
+    preempt lower priorities and reclaim in their cohort, gangs of 4 priorities all queued at
+    once): no gang evicted more than 3 times, evictions at most half the admissions, every gang
+    finished. Without the victim and shelter rules one gang is evicted 10 times."""
+    spec = importlib.util.spec_from_file_location(
+        "engine_scaling", Path(__file__).resolve().parents[2] / "benchmarks" / "engine_scaling.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.run_case(1_000, 10, 100, 3_600.0, preemption=True)
+    assert result["finished"] == 1_000 and result["capped_at_seconds"] is None
+    assert result["max_evictions_per_gang"] <= 3
+    assert 2 * result["evictions"] <= result["admitted"]

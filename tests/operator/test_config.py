@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_example_file_is_the_defaults() -> None:
     example = load_config(ROOT / "policies" / "operator-config.yaml").engine_config()
     default = parse_config({}).engine_config()
-    for field in ("pods_ready_timeout", "starvation_timeout", "fair_sharing", "preemption_budget"):
+    for field in ("pods_ready_timeout", "starvation_timeout", "fair_sharing", "preemption_budget",
+                  "preemption_grace", "preemption_shelter"):
         assert getattr(example, field) == getattr(default, field), field
     assert default.preemption_budget is None  # Kueue's behaviour unless an admin sets a budget
 
@@ -35,3 +36,11 @@ def test_the_preemption_grace_reaches_the_engine() -> None:
 
     assert parse_config({}, "test").engine_config().preemption_grace == 300.0
     assert parse_config({"preemption": {"graceSeconds": 0}}, "test").engine_config().preemption_grace == 0.0
+
+
+def test_the_preemption_shelter_reaches_the_engine() -> None:
+    assert parse_config({}, "test").engine_config().preemption_shelter == 2
+    assert parse_config({"preemption": {"shelterAfter": None}}, "test").engine_config().preemption_shelter is None
+    with pytest.raises(SpecError) as info:
+        parse_config({"preemption": {"shelterAfter": 0}}, "cfg.yaml")
+    assert info.value.field == "preemption.shelterAfter"
