@@ -261,20 +261,23 @@ class Attempt:
         higher-priority gang that wanted it, again and again; each time its work was lost. A gang
         preempted :attr:`EngineConfig.preemption_shelter` times is therefore admitted again only
         where no gang waiting now can take it back: not by borrowing (a lender reclaims), and in
-        a ClusterQueue that preempts within itself only once no gang of higher priority waits
-        there. At most for the starvation timeout after its requeue."""
+        a ClusterQueue that preempts within itself only while its protected head (the first gang
+        waiting for capacity) could not preempt it. At most for the starvation timeout after its
+        requeue."""
         shelter = self.s.config.preemption_shelter
         if shelter is None or wl.preempted < shelter or now >= wl.shelter_until:
             return None
         within = cq.spec.preemption.within_cluster_queue
         if within == "Never":
             return False
-        first = cq.first_key()
-        if first is None:
+        # The protected head: the first gang of the queue that waits for capacity (one that can
+        # never fit holds nothing back); a gang it may preempt waits for it.
+        head = cq.head()
+        if head is None or head is wl:
             return False
         if within == "LowerOrNewerEqualPriority":
-            return bool(first < wl.order_key)
-        return bool(first[0] < wl.order_key[0])
+            return head.order_key < wl.order_key
+        return head.priority > wl.priority
 
     def admit(
         self,

@@ -29,7 +29,7 @@ class EngineConfig:
       lets the preemptor in (0: no grace). See docs/engine.md, Preemption.
     - ``preemption_shelter``: a gang preempted this many times is admitted again only where no
       gang waiting now could preempt it: not by borrowing, and in a ClusterQueue that preempts
-      within itself only while no gang of higher priority waits there, for at most the
+      within itself only while its protected head could not preempt it, for at most the
       starvation timeout after its requeue; and it is a preemption victim only when no victim
       set without such gangs lets the preemptor in (``None``: off). See docs/engine.md, Preemption.
     """

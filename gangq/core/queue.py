@@ -395,17 +395,6 @@ class ClusterQueueState:
         """All pending workloads in queue order."""
         return merge_keys(iter(self.active), iter(self.inadmissible))
 
-    def first_key(self) -> OrderKey | None:
-        """The queue-order key of the first gang queued here, tried or not (None: none is)."""
-        first: OrderKey | None = None
-        if self.active:
-            first = self.active.first()
-        if self.inadmissible:
-            other: OrderKey = self.inadmissible.first()
-            if first is None or other < first:
-                first = other
-        return first
-
     def head(self) -> Workload | None:
         """The protected head if it is still queued here (see ``Reservations.blocks``)."""
         head = self.protected_head

@@ -256,6 +256,13 @@ def test_a_gang_preempted_often_enough_waits_while_a_gang_that_would_preempt_it_
     assert admitted(e.schedule(6)) == ["low"]
 
 
+def test_a_sheltered_gang_goes_when_the_gang_it_was_sheltered_from_leaves() -> None:
+    e = _twice_preempted(1)
+    assert admitted(e.schedule(4)) == []
+    e.finish("ns/hi2", 5)  # deleted while it waited
+    assert admitted(e.schedule(5)) == ["low"]
+
+
 def test_a_sheltered_gang_does_not_borrow() -> None:
     """A lender takes borrowed quota back by preemption: a sheltered gang runs only on its own
     queue's quota."""
