@@ -30,8 +30,8 @@ class EngineConfig:
     - ``preemption_shelter``: a gang preempted this many times is admitted again only where no
       gang waiting now could preempt it: not by borrowing, and in a ClusterQueue that preempts
       within itself only while its protected head could not preempt it, for at most the
-      starvation timeout after its requeue; and it is a preemption victim only when no victim
-      set without such gangs lets the preemptor in (``None``: off). See docs/engine.md, Preemption.
+      starvation timeout after its requeue; and it is no victim of a preemptor that has waited
+      less than the starvation timeout (``None``: off). See docs/engine.md, Preemption.
     """
 
     __slots__ = (

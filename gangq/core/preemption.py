@@ -192,6 +192,18 @@ class Preemption:
                         victim,
                     )
                 )
+        shelter = self.s.config.preemption_shelter
+        if shelter is not None and ctx.now - wl.pending_since < self.s.config.starvation_timeout:
+            # A gang preempted `shelter` times is no victim of a preemptor that has not starved
+            # (see Attempt.sheltered): that one waits for capacity to come free instead.
+            unsheltered = [item for item in keyed if item[1].state == "Evicting" or item[1].preempted < shelter]
+            if len(unsheltered) < len(keyed):
+                starve_at = wl.pending_since + self.s.config.starvation_timeout
+                if wl.starve_at != starve_at:
+                    # Then it may take them: its queue is retried.
+                    wl.starve_at = starve_at
+                    self.s.add_timer(starve_at, "starve", wl.key, wl.admit_count)
+                keyed = unsheltered
         if not keyed:
             if deferred:
                 self.s.deferred_preemptions[cq.name] = None
@@ -217,7 +229,6 @@ class Preemption:
             self.reservations.charge_claims(cq, wl)
             victims = None
             grace = self.s.config.preemption_grace
-            shelter = self.s.config.preemption_shelter
             if grace > 0 or shelter is not None:
                 # Gangs evicted before and admitted again within the grace, and gangs preempted
                 # `shelter` times (see Attempt.sheltered), go only when no set without them

@@ -103,6 +103,7 @@ class Workload:
         "seq",
         "shelter_until",
         "spec",
+        "starve_at",
         "state",
         "totals",
         "usage",
@@ -161,6 +162,7 @@ class Workload:
         self.holding: list[str] = []
         self.preempted = 0  # times it was evicted by preemption (see Attempt.sheltered)
         self.shelter_until = 0.0  # until when Attempt.sheltered applies
+        self.starve_at = 0.0  # a timer retries its queue then (see Preemption.find_victims)
         # While it waits for its victims: the quota of the option it chose them for (see
         # Reservations.charge_claims).
         self.claim: dict[FlavorResource, int] = {}

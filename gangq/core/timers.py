@@ -1,7 +1,8 @@
 """Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
 timeouts, the end of a requeue backoff, the end of a preempted gang's holds (its preemptor, its
-shelter), the drains of ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and the
-eviction of admitted workloads an admin deactivated.
+shelter), a preemptor's starvation (then sheltered gangs are victims too), the drains of
+ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and the eviction of admitted
+workloads an admin deactivated.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Timers:
             return wl.state == "Admitted" and not wl.pods_ready
         if kind == "hold":
             return wl.state == "Pending" and wl.shelter_until == time
+        if kind == "starve":
+            return wl.state == "Pending" and wl.starve_at == time
         return wl.state == "Pending" and wl.requeue_at is not None
 
     def run(self, now: float, decisions: list[Decision]) -> None:
@@ -54,6 +57,10 @@ class Timers:
             elif kind == "hold":
                 # Its holds (Attempt.holding_preemptor, Attempt.sheltered) have ended.
                 wl.held_for = None
+                if wl.cq is not None:
+                    self.s.request_retry(wl.cq)
+            elif kind == "starve":
+                # A starving preemptor may take sheltered victims (Preemption.find_victims).
                 if wl.cq is not None:
                     self.s.request_retry(wl.cq)
             else:

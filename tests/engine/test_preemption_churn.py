@@ -220,10 +220,12 @@ def test_victims_wait_for_their_preemptor_at_most_the_starvation_timeout() -> No
     assert "preempted for" not in view.message and "ns/p has waited longer than the starvation timeout" in view.message
 
 
-def _twice_preempted(shelter: int | None) -> Engine:
+def _twice_preempted(shelter: int | None, starvation_timeout: float = 1800.0) -> Engine:
     """low (a, 4 GPUs) is preempted by hi1 (a, 4 GPUs; y fills the rest of a's 8); hi2 (8 GPUs)
     then waits for a's whole quota."""
-    e = engine(EngineConfig(pods_ready_timeout=None, preemption_shelter=shelter))
+    e = engine(
+        EngineConfig(pods_ready_timeout=None, preemption_shelter=shelter, starvation_timeout=starvation_timeout)
+    )
     add_nodes(e, "a100", 2)
     add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool",
               preemption=PreemptionSpec(within_cluster_queue="LowerPriority"), mode="QuotaOnly")
@@ -290,3 +292,18 @@ def test_the_preempting_benchmark_case_meets_the_churn_targets() -> None:
     assert result["finished"] == 1_000 and result["capped_at_seconds"] is None
     assert result["max_evictions_per_gang"] <= 3
     assert 2 * result["evictions"] <= result["admitted"]
+
+
+def test_a_sheltered_gang_is_a_victim_only_of_a_starving_preemptor() -> None:
+    """hi3 waits for low (preempted once, sheltered) to end, until it has waited the starvation
+    timeout: then it preempts low, with no other event."""
+    e = _twice_preempted(1, starvation_timeout=100)
+    assert admitted(e.schedule(4)) == []
+    e.finish("ns/hi1", 5)
+    assert admitted(e.schedule(5)) == ["hi2"]
+    e.finish("ns/hi2", 6)
+    assert admitted(e.schedule(6)) == ["low"]
+    e.submit(gang("hi3", "a", 1, 8, priority=5, t=7), 7)
+    assert evicted(e.schedule(7)) == []
+    assert e.next_wakeup() == 107
+    assert evicted(e.schedule(107)) == ["low"]
