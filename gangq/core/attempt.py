@@ -59,6 +59,13 @@ class Attempt:
         # the cycle's gangs. Dropped, another queue's head seemed able to borrow it and fit now,
         # and gangs behind that head passed it, depending on whose try worked its reservation out.
         was_head = cq.protected_head is wl
+        preemptor = self.holding_preemptor(wl, ctx.now)
+        sheltered = self.sheltered(cq, wl, ctx.now)
+        if sheltered or (preemptor is not None and preemptor.cq is cq):
+            # No option of this queue is open to it: said without working the options out (in a
+            # saturated queue most of its gangs may wait so, and every retry tries them).
+            self.held_back(cq, wl, preemptor)
+            return Outcome.STOP if cq.strict else Outcome.FAILED
         cands = self.placement.assignments(cq, wl)
         if cands.never_fits:
             self.s.set_reason(wl, "NeverFits", cands.message)
@@ -72,8 +79,6 @@ class Attempt:
         node_checked: set[int] = set()  # options whose node check failed
         blocked_by: Workload | None = None
         reclaimer: Workload | None = None
-        preemptor = self.holding_preemptor(wl, ctx.now)
-        sheltered = self.sheltered(cq, wl, ctx.now)
         held = False  # an option was ruled out only by a hold (preemptor, shelter)
         # Every option that fits the quota is tried, also after a reservation held the gang back
         # in one: another may fit its own quota and delay nobody. Stopping at the first such
@@ -81,9 +86,7 @@ class Attempt:
         # flavor b but is held back in flavor a by a second queue's starving head, which waits
         # for a third's, which the first queue's claim on b keeps out).
         for a in quota_ok:
-            if (preemptor is not None and (a.borrowing or preemptor.cq is cq)) or (
-                sheltered is not None and (a.borrowing or sheltered)
-            ):
+            if a.borrowing and (preemptor is not None or sheltered is not None):
                 held = True
                 continue
             if a.borrowing:
@@ -153,20 +156,13 @@ class Attempt:
                 self.s.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         if held:
-            if preemptor is not None:
-                message = f"preempted for {preemptor.key}, which has not been admitted yet; waits for it"
-            else:
-                message = (
-                    f"preempted {wl.preempted} times: waits to be admitted where no waiting gang preempts it "
-                    f"again (without borrowing; no gang of higher priority waiting in ClusterQueue {cq.name!r})"
-                )
-            self.s.set_reason(wl, "BlockedByReservation", message, preemptor)
+            # Only borrowing was open to it. Its queue is retried when its own quota comes free,
+            # when the preemptor is admitted or leaves (EngineState.release_held), and when the
+            # hold ends (a timer).
+            self.held_back(cq, wl, preemptor)
             if node_failure:
                 self.s.wait_for_nodes(cq, wl, None)
             self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
-            # Retried by every admission and freed capacity (see SchedulingCycle.run), by the
-            # preemptor's admission or leave (EngineState.release_held), and when the wait ends.
-            self.s.waiting_reservation[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         if reclaimer is not None and not node_failure and not any(a.mode == FIT for a in quota_ok):
             self.s.set_reason(wl, "InsufficientQuota", self.claims.claim_message(reclaimer), reclaimer)
@@ -223,6 +219,17 @@ class Attempt:
         else:
             self.s.set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return Outcome.STOP if cq.strict else Outcome.FAILED
+
+    def held_back(self, cq: ClusterQueueState, wl: Workload, preemptor: Workload | None) -> None:
+        """Record why ``wl`` waits for its preemptor or in its shelter."""
+        if preemptor is not None:
+            message = f"preempted for {preemptor.key}, which has not been admitted yet; waits for it"
+        else:
+            message = (
+                f"preempted {wl.preempted} times: waits to be admitted where no waiting gang preempts it again "
+                f"(without borrowing; not while ClusterQueue {cq.name!r}'s first waiting gang could preempt it)"
+            )
+        self.s.set_reason(wl, "BlockedByReservation", message, preemptor)
 
     def holding_preemptor(self, wl: Workload, now: float) -> Workload | None:
         """The preemptor that ``wl``, preempted for it, still waits for, if any.
