@@ -19,16 +19,19 @@ creates child Jobs after the suspension), and then one of:
 - the watch streams prove it (:meth:`EvictionResync.proof`): resourceVersions of one etcd are
   ordered, so once the pod stream has handed the controller every event up to a resourceVersion
   at or past the one at which the object was suspended and each of its Jobs was seen quiet, every
-  pod created before has come through it (:mod:`gangq.operator.streams`); for a JobSet, the Job
-  stream must likewise have passed the suspension and every child Job the embedded controller
-  wrote, so no child Job is missing. This costs no request. Or
+  pod created before has come through it (:mod:`gangq.operator.streams`). For a JobSet the Job
+  stream must have shown every child Job: with the embedded controller, it must have passed each
+  child Job in that controller's cache (which holds every one it made, as last written or seen;
+  the pod stream must pass those too); with an external one, it must have passed the suspension.
+  This costs no request. Or
 - a read from the API server (:meth:`EvictionResync.read`): its child Jobs (or the Job itself),
   then its pods in a list no older than the newest quiet Job. One round trip, two when the pods'
   list came back older than a Job's quiet state.
 
 A gang waits at most :data:`STREAM_WAIT_SECONDS` for its streams to pass those resourceVersions;
 it is read at once when a stream it needs has no position (a resourceVersion that is not an
-integer) or has sent nothing for that long (an idle stream's next bookmark may be a minute away).
+integer), and as soon as one short of it has sent nothing for :data:`STREAM_IDLE_SECONDS` (an
+idle stream's next bookmark may be a minute away).
 """
 
 from __future__ import annotations
@@ -54,8 +57,11 @@ RESYNC_SECONDS: Final = 10.0
 SETTLE_RETRY_SECONDS: Final = 0.2
 """How soon a gang is checked again when its JobSet controller was still busy with it."""
 STREAM_WAIT_SECONDS: Final = 1.0
-"""How long a gang whose watches say it has stopped waits for its watch streams to prove it before
-it is read from the API server."""
+"""How long a gang whose watches say it has stopped waits at most for its watch streams to prove
+it before it is read from the API server."""
+STREAM_IDLE_SECONDS: Final = 0.2
+"""A stream short of what a gang needs that has sent nothing for this long is not waited for: in
+a quiet cluster the next event may be the preemptor's own pods, which wait for this quota."""
 RESYNCED: Final = "_resynced"
 """Outcome of a resync read (``{"key", "pods": [pod keys], "jobs": [live child Job names]}``)."""
 
@@ -95,12 +101,25 @@ class EvictionResync:
         self.due: list[tuple[float, str]] = []
         self.waiting: dict[str, float] = {}  # gang key -> when it is read unless its streams prove it first
         self.quiet_rvs: dict[str, int] = {}  # JobSet gang key -> newest resourceVersion a child Job was seen quiet at
+        self.evicted_at: dict[str, float] = {}  # gang key -> when it was evicted (or found stopping by a restart)
+        self.last_run = 0.0
         # set by Gangs: do the watches still say the gang has stopped; the gang's stop is confirmed
         self.stopped: Callable[[Entry], bool] = lambda entry: True
         self.confirmed: Callable[[Entry, float], None] = lambda entry, now: None
 
     def started(self, key: str, now: float) -> None:
         heapq.heappush(self.due, (now + RESYNC_SECONDS, key))
+        self.evicted_at[key] = now
+
+    def released(self, key: str, by: str, now: float) -> None:
+        """The gang's quota is given back, its stop confirmed ``by`` its streams or a read."""
+        metrics = self.state.metrics
+        started = self.evicted_at.get(key)
+        if metrics is not None:
+            metrics.eviction_confirmations_total.labels(by).inc()
+            if started is not None:
+                metrics.eviction_stop_duration_seconds.observe(max(0.0, now - started))
+        self.forget(key)
 
     def confirm(self, entry: Entry, now: float) -> None:
         """The watches say the gang has stopped: wait for its streams to prove it, or read it now
@@ -128,14 +147,19 @@ class EvictionResync:
             return {"pods": suspended} if quiet(entry.obj) else {}
         if not entry.kind.has_child_jobs:
             return {"pods": suspended}
-        written = self.state.child_jobs_rv(entry.key)
+        quiet_at = self.quiet_rvs.get(entry.key, 0)
+        child_jobs_rv = self.state.child_jobs_rv
+        if child_jobs_rv is None:  # an external JobSet controller: any child Job made before the suspension
+            return {"jobs": suspended, "pods": max(suspended, quiet_at)}
+        # the embedded one: every child Job it made is in its cache, each as last written or seen
+        written = child_jobs_rv(entry.key)
         if written is None:
             return None
-        return {"jobs": max(suspended, written), "pods": max(suspended, self.quiet_rvs.get(entry.key, 0))}
+        return {"jobs": max(1, written), "pods": max(suspended, written, quiet_at)}
 
     def proof(self, entry: Entry) -> bool | None:
         """Have the watch streams passed what :meth:`needs` says? None: they cannot tell (no
-        position, or a stream short of it that has sent nothing for :data:`STREAM_WAIT_SECONDS`)."""
+        position, or a stream short of it that has sent nothing for :data:`STREAM_IDLE_SECONDS`)."""
         needs = self.needs(entry)
         if needs is None:
             return None
@@ -148,7 +172,7 @@ class EvictionResync:
             if position is None:
                 return None
             if position < rv:
-                if streams.idle_for(plural, entry.namespace) >= STREAM_WAIT_SECONDS:
+                if streams.idle_for(plural, entry.namespace) >= STREAM_IDLE_SECONDS:
                     return None
                 proven = False
         return proven
@@ -156,12 +180,15 @@ class EvictionResync:
     def next_due(self) -> float | None:
         dues = [due for due in (self.due[0][0] if self.due else None, min(self.waiting.values(), default=None))
                 if due is not None]
+        if self.waiting:  # whether a stream it waits for has gone idle
+            dues.append(self.last_run + STREAM_IDLE_SECONDS)
         return min(dues) if dues else None
 
     def run(self, now: float) -> None:
         """After a batch of events is applied: confirm the waiting gangs the streams prove stopped,
         read those they do not prove in time, and read every gang still stopping when its resync
         is due."""
+        self.last_run = now
         entries = self.state.entries
         for key, due in list(self.waiting.items()):
             entry = entries.get(key)
@@ -190,6 +217,7 @@ class EvictionResync:
     def forget(self, key: str) -> None:
         self.waiting.pop(key, None)
         self.quiet_rvs.pop(key, None)
+        self.evicted_at.pop(key, None)
 
     def _read(self, entry: Entry) -> None:
         self.writer.spawn(f"resync:{entry.key}", self.read(entry), read=True)

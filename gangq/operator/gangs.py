@@ -462,7 +462,7 @@ class Gangs:
             self.child_jobs.pop(key, None)
         # a consistent read that finds nothing left confirms what the watches said; one that finds
         # something waits for the next watch event or resync (no read after read)
-        entry.stop_confirmed = not listed and not jobs
+        entry.stop_confirmed = "read" if not listed and not jobs else ""
         if not entry.kind.suspended(entry.obj) and not entry.writing:
             # the suspend did not go through (its retries failed): send it again
             self.writer.write_suspend(entry, restore=True, eviction=(entry.reason, entry.message))
@@ -478,7 +478,7 @@ class Gangs:
 
     def _stop_confirmed(self, entry: Entry, now: float) -> None:
         """The watch streams prove the gang has stopped (gangq.operator.evictions)."""
-        entry.stop_confirmed = True
+        entry.stop_confirmed = "streams"
         self.maybe_eviction_done(entry, now, confirm=False)
 
     def maybe_eviction_done(self, entry: Entry, now: float, *, confirm: bool = True) -> None:
@@ -489,16 +489,17 @@ class Gangs:
         if entry.writing or not entry.kind.suspended(entry.obj):
             return
         if self.gang_pods.get(entry.key) or self.child_jobs.get(entry.key):
-            entry.stop_confirmed = False
+            entry.stop_confirmed = ""
             return
         if not entry.stop_confirmed:
             if confirm:
                 self.resync.confirm(entry, now)  # see gangq.operator.evictions
             return
-        entry.stop_confirmed = False
-        self.resync.forget(entry.key)
-        log.info("%s %s has stopped: its quota in ClusterQueue %s is free", entry.kind.kind, entry.key,
-                 entry.cluster_queue)
+        by = entry.stop_confirmed
+        self.resync.released(entry.key, by, now)
+        entry.stop_confirmed = ""
+        log.info("%s %s has stopped (confirmed by %s): its quota in ClusterQueue %s is free", entry.kind.kind,
+                 entry.key, "its watch streams" if by == "streams" else "a read", entry.cluster_queue)
         self.state.engine.eviction_done(entry.key, now)
         entry.state = "Pending"
         entry.admission = None

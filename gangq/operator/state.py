@@ -53,10 +53,11 @@ class ControllerState:
         # suspension seen)? The embedded one answers (JobSetController.settled); an external one
         # cannot be asked.
         self.child_controller_settled: Callable[[str], bool] = lambda key: True
-        # The newest resourceVersion of a child Job of the JobSet that controller wrote or saw (None:
-        # not an integer); the Job stream must pass it before the watches prove the JobSet stopped.
-        # An external controller cannot be asked: 0.
-        self.child_jobs_rv: Callable[[str], int | None] = lambda key: 0
+        # The newest resourceVersion of the child Jobs of a JobSet as the embedded controller wrote
+        # or saw them (None: not an integer): its cache holds every child Job it made, so once the
+        # Job stream has passed it the controller has seen them all. An external controller
+        # cannot be asked (None here).
+        self.child_jobs_rv: Callable[[str], int | None] | None = None
         self.streams = StreamPositions()  # how far the pod and Job watch streams have been applied
         sel = config.managed_jobs_namespace_selector
         requirements = [LabelRequirement(r.key, r.operator, list(r.values)) for r in sel.match_expressions]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from gangq.operator import evictions
 from gangq.operator.config import parse_config
 from gangq.operator.controller import Controller
 from gangq.operator.evictions import STREAM_WAIT_SECONDS
@@ -46,6 +49,12 @@ def running_pod(rv: int) -> dict[str, Any]:
     return p
 
 
+@pytest.fixture
+def live_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams that go on sending: a slow test machine does not make them look idle."""
+    monkeypatch.setattr(evictions, "STREAM_IDLE_SECONDS", 60.0)
+
+
 def streams_at(c: Controller, pods_rv: int, jobs_rv: int) -> tuple[StreamPosition, StreamPosition]:
     """The cluster-wide pod and Job streams, each having sent a bookmark at the given resourceVersion."""
     pods = c.state.streams.stream("pods", None)
@@ -82,6 +91,7 @@ def pod_event(c: Controller, pos: StreamPosition, event_type: str, p: dict[str, 
         c.state.streams.delivered("pods", p)
 
 
+@pytest.mark.usefixtures("live_streams")
 def test_the_quota_comes_back_with_no_request_once_the_pod_stream_has_passed_the_quiet_job() -> None:
     async def main() -> None:
         client = CountingClient()
@@ -103,6 +113,7 @@ def test_the_quota_comes_back_with_no_request_once_the_pod_stream_has_passed_the
     asyncio.run(main())
 
 
+@pytest.mark.usefixtures("live_streams")
 def test_a_pod_stream_that_lags_behind_the_quiet_job_is_read_and_its_pod_keeps_the_quota() -> None:
     """The pod was created (rv 18) before the Job controller wrote its stopped state (20), and has
     arrived on the pod stream, but kopf has not handed it to the controller: the stream's position
@@ -152,8 +163,8 @@ def test_an_idle_or_opaque_stream_is_not_waited_for() -> None:
             if make_opaque:
                 pods.arrived({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "a1b2"}}})
             else:
-                pods.arrived_at -= STREAM_WAIT_SECONDS
-                jobs.arrived_at -= STREAM_WAIT_SECONDS
+                pods.arrived_at -= evictions.STREAM_IDLE_SECONDS
+                jobs.arrived_at -= evictions.STREAM_IDLE_SECONDS
             c.loop.enqueue("jobsets", "MODIFIED", jobset(True, 12))
             await cycle(c, NOW + 2)
             await cycle(c, NOW + 2)
@@ -163,6 +174,7 @@ def test_an_idle_or_opaque_stream_is_not_waited_for() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.usefixtures("live_streams")
 def test_the_job_stream_must_pass_every_child_job_the_embedded_controller_wrote() -> None:
     """The embedded JobSet controller created a child Job (rv 40) after the suspension (12), in a
     reconcile begun before it: until the Job stream has shown it, the watches cannot say the
