@@ -52,7 +52,7 @@ CRITICAL_IN_FLIGHT: Final = 32
 BACKGROUND_IN_FLIGHT: Final = 16
 CRITICAL_QUIET: Final = 4
 BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
-READS_IN_FLIGHT: Final = 8
+READS_IN_FLIGHT: Final = 4
 
 WRITTEN: Final = "_written"
 """Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
