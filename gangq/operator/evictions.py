@@ -42,7 +42,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from gangq.operator.adapters import JOB
+from gangq.jobset import constants as js
+from gangq.operator.adapters import JOB, JOBSET, pod_gang
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
 from gangq.operator.translate import object_key, resource_version
@@ -103,6 +104,8 @@ class EvictionResync:
         self.quiet_rvs: dict[str, int] = {}  # JobSet gang key -> newest resourceVersion a child Job was seen quiet at
         self.evicted_at: dict[str, float] = {}  # gang key -> when it was evicted (or found stopping by a restart)
         self.last_run = 0.0
+        self.reads: dict[str, dict[str, Entry]] = {}  # namespace -> gangs due for a read
+        self.reading: set[str] = set()  # namespaces with a read in flight
         # set by Gangs: do the watches still say the gang has stopped; the gang's stop is confirmed
         self.stopped: Callable[[Entry], bool] = lambda entry: True
         self.confirmed: Callable[[Entry, float], None] = lambda entry, now: None
@@ -220,7 +223,71 @@ class EvictionResync:
         self.evicted_at.pop(key, None)
 
     def _read(self, entry: Entry) -> None:
-        self.writer.spawn(f"resync:{entry.key}", self.read(entry), read=True)
+        """Read the gang soon: the gangs of a namespace due for a read while one is in flight
+        are read together by the next (one list of the namespace's pods and Jobs for them all)."""
+        ns = entry.namespace
+        self.reads.setdefault(ns, {})[entry.key] = entry
+        if ns not in self.reading:
+            self.reading.add(ns)
+            self.writer.spawn(f"resync:{ns}", self._namespace_reader(ns), read=True)
+
+    def _namespace_reader(self, ns: str) -> Any:
+        async def read() -> None:
+            try:
+                while gangs := list(self.reads.pop(ns, {}).values()):
+                    await (self.read(gangs[0]) if len(gangs) == 1 else self.read_many(ns, gangs))()
+            finally:
+                self.reading.discard(ns)
+                if self.reads.get(ns):  # a failure left some: read them in a new task
+                    self._read(next(iter(self.reads[ns].values())))
+
+        return read
+
+    def read_many(self, ns: str, gangs: list[Entry]) -> Any:
+        """:meth:`read` for several gangs of namespace ``ns`` at once: its pods and Jobs listed
+        whole, then told apart by gang."""
+        client = self.state.client
+        pods_path = resource_path("", "v1", "pods", ns)
+        keys = {entry.key for entry in gangs}
+        with_jobs = any(entry.kind.has_child_jobs or entry.kind is JOB for entry in gangs)
+
+        async def jobs_read() -> tuple[dict[str, list[str]], int]:
+            live: dict[str, list[str]] = {}
+            newest = 0
+            if not with_jobs:
+                return live, newest
+            for job in (await client.list(resource_path("batch", "v1", "jobs", ns))).get("items") or []:
+                name = str((job.get("metadata") or {}).get("name"))
+                owner = ((job.get("metadata") or {}).get("labels") or {}).get(js.JOBSET_NAME_KEY)
+                gang = JOBSET.key(ns, owner) if owner else JOB.key_of(job)
+                if gang not in keys:
+                    continue
+                if not quiet(job):
+                    live.setdefault(gang, []).append(name)
+                    continue
+                rv = resource_version(job)
+                newest = -1 if rv <= 0 or newest < 0 else max(newest, rv)
+            return live, newest
+
+        async def read() -> None:
+            try:
+                pods, (jobs, newest) = await asyncio.gather(client.list(pods_path), jobs_read())
+                if newest and (newest < 0 or resource_version(pods) < newest):
+                    pods = await client.list(pods_path)
+            except ApiError as err:
+                log.warning("resync of %d stopping gangs in namespace %s failed: %s", len(gangs), ns, err)
+                return
+            live: dict[str, list[str]] = {}
+            for p in pods.get("items") or []:
+                owner = pod_gang(p)
+                if owner is not None and owner[0] in keys and (p.get("status") or {}).get("phase") not in (
+                        "Succeeded", "Failed"):
+                    live.setdefault(owner[0], []).append(object_key(p))
+            for entry in gangs:
+                self.writer.report(RESYNCED, {"key": entry.key, "pods": live.get(entry.key, []),
+                                              "jobs": jobs.get(entry.key, [])})
+
+        return read
 
     def read(self, entry: Entry) -> Any:
         """The gang's child Jobs (or its own Job) and pods as the API server has them. The pods are

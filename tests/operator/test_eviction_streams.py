@@ -259,3 +259,31 @@ def test_a_stream_position_counts_only_what_was_handed_over() -> None:
     pos.arrived({"type": "MODIFIED", "object": {"metadata": {"uid": "a", "resourceVersion": "x7"}}})
     positions.settle()
     assert positions.position("pods", "any") is None
+
+
+def test_the_gangs_of_a_namespace_due_for_a_read_together_are_read_with_one_list_each_of_pods_and_jobs() -> None:
+    """On a quiet cluster every eviction is read; the reads due while one is in flight go together."""
+    async def main() -> None:
+        from gangq.operator.entry import Entry
+
+        client = CountingClient()
+        c = Controller(client, parse_config({"podsReady": {"enable": False}}))  # type: ignore[arg-type]
+        first = Entry("default/train", jobset(True, 12))
+        other = jobset(True, 13)
+        other["metadata"].update(name="other", uid="u2")
+        second = Entry("default/other", other)
+        still = child_job(suspend=True)  # the Job controller has not acted on the suspension yet
+        still["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "other"
+        client.listed["/pods"] = [running_pod(18)]  # train's
+        client.listed["/jobs"] = [still]
+        c.gangs.resync._read(first)
+        c.gangs.resync._read(second)
+        await asyncio.sleep(0.05)
+        assert client.reads == ["/api/v1/namespaces/default/pods", "/apis/batch/v1/namespaces/default/jobs"]
+        outcomes = {obj["key"]: obj for plural, _, obj, _ in
+                    [c.loop.inbox.get_nowait() for _ in range(c.loop.inbox.qsize())] if plural == "_resynced"}
+        assert outcomes["default/train"]["pods"] == ["default/train-w-0-0"] and outcomes["default/train"]["jobs"] == []
+        assert outcomes["default/other"]["pods"] == [] and outcomes["default/other"]["jobs"] == ["train-w-0"]
+        assert not c.gangs.resync.reading
+
+    asyncio.run(main())
