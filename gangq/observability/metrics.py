@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 WAIT_BUCKETS: tuple[float, ...] = tuple(float(2**i) for i in range(18))
 # Scheduling-cycle duration and the controller loop's latencies: 0.5 ms .. ~16 s.
 CYCLE_BUCKETS: tuple[float, ...] = tuple(0.0005 * 2**i for i in range(16))
+# An eviction until its quota is back: 1 ms .. ~262 s.
+STOP_BUCKETS: tuple[float, ...] = tuple(0.001 * 2**i for i in range(19))
 # Admissions per cycle: 0, 1, 2, 4 .. 4096.
 ADMISSIONS_BUCKETS: tuple[float, ...] = (0.0, *(float(2**i) for i in range(13)))
 
@@ -303,6 +305,19 @@ class GangqMetrics:
             "gangq_workload_status_writes",
             "Workload status writes by the state written (Pending, Admitted, Evicted, Finished, Inadmissible)",
             ["state"],
+            registry=r,
+        )
+        self.eviction_stop_duration_seconds = Histogram(
+            "gangq_eviction_stop_duration_seconds",
+            "Time from an eviction to the quota it gives back: the gang's pods gone, and that confirmed",
+            buckets=STOP_BUCKETS,
+            registry=r,
+        )
+        self.eviction_confirmations_total = Counter(
+            "gangq_eviction_confirmations",
+            "Evicted gangs whose quota came back, by what confirmed they had stopped: their watch "
+            "streams ('streams') or a read from the API server ('read')",
+            ["by"],
             registry=r,
         )
         self.gc_pause_seconds_total = Counter(
@@ -586,6 +601,7 @@ _MEAN_MS = {
     "admission_patch_wait": "gangq_admission_patch_wait_seconds",
     "admission_patch": "gangq_admission_patch_duration_seconds",
     "event_loop_lag": "gangq_event_loop_lag_seconds",
+    "eviction_stop": "gangq_eviction_stop_duration_seconds",
 }
 _READS = frozenset({"get", "list", "watch"})
 
@@ -593,12 +609,14 @@ _READS = frozenset({"get", "list", "watch"})
 def controller_summary(families: Iterable[Metric]) -> dict[str, Any]:
     """A run's account from gangq's metric families (``registry.collect()``, or a /metrics page
     parsed with ``prometheus_client.parser.text_string_to_metric_families``): scheduling cycles,
-    admissions, evictions, API writes by verb and resource, Workload status writes by state, mean
-    latencies in milliseconds, admissions per cycle, seconds in the cyclic GC by generation."""
+    admissions, evictions, what confirmed evicted gangs had stopped, API writes by verb and
+    resource, Workload status writes by state, mean latencies in milliseconds, admissions per
+    cycle, seconds in the cyclic GC by generation."""
     totals: dict[str, float] = {}
     writes: dict[str, float] = {}
     status_writes: dict[str, float] = {}
     gc_seconds: dict[str, float] = {}
+    confirmations: dict[str, int] = {}
     for family in families:
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, sample.value
@@ -609,6 +627,8 @@ def controller_summary(families: Iterable[Metric]) -> dict[str, Any]:
                 status_writes[labels["state"]] = value
             elif name == "gangq_gc_pause_seconds_total":
                 gc_seconds[labels["generation"]] = round(value, 3)
+            elif name == "gangq_eviction_confirmations_total":
+                confirmations[labels["by"]] = int(value)
             elif name.endswith(("_total", "_sum", "_count")):
                 totals[name] = totals.get(name, 0.0) + value
 
@@ -620,6 +640,7 @@ def controller_summary(families: Iterable[Metric]) -> dict[str, Any]:
         "cycles": int(totals.get("gangq_scheduling_cycle_duration_seconds_count", 0)),
         "admissions": int(totals.get("gangq_admitted_workloads_total", 0)),
         "evictions": int(totals.get("gangq_evicted_workloads_total", 0)),
+        "eviction_confirmations": dict(sorted(confirmations.items())),
         "api_writes": {k: int(v) for k, v in sorted(writes.items())},
         "workload_status_writes": {k: int(v) for k, v in sorted(status_writes.items())},
         "mean_ms": {k: mean(h, 1000.0) for k, h in _MEAN_MS.items()},

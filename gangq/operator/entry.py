@@ -42,7 +42,7 @@ class Entry:
         "spec",
         "state",
         "status_queued",
-        "stopped_read",
+        "stop_confirmed",
         "uid",
         "wl_name",
         "writing",
@@ -74,7 +74,8 @@ class Entry:
         self.last_pending_write = 0.0
         self.pod_sets: list[dict[str, Any]] = []
         self.writing = False  # a JobSet patch (admission or suspend) is in flight
-        self.stopped_read = False  # a read from the API server found its eviction done (Gangs.resynced)
+        # what proved its eviction done ("streams", "read"; "" not yet): gangq.operator.evictions
+        self.stop_confirmed = ""
         self.active = True  # the Workload's spec.active, as seen or written (False: deactivated)
         self.status_queued = False  # a status writer is spawned and has not started yet
 

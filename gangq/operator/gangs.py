@@ -68,6 +68,8 @@ class Gangs:
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
         self.child_jobs: dict[str, set[str]] = {}  # JobSet gang key -> child Jobs neither suspended nor finished
         self.resync = EvictionResync(state, writer)
+        self.resync.stopped = self.watches_say_stopped
+        self.resync.confirmed = self._stop_confirmed
         self.fronts: set[str] = set()  # ClusterQueues whose first pending gang may have changed
         self.workload_priority_classes: dict[str, int] = {}
         self.priority_classes: dict[str, int] = {}
@@ -204,6 +206,11 @@ class Gangs:
         name = str((obj.get("metadata") or {}).get("name"))
         live = event_type != "DELETED" and not quiet(obj)
         jobs = self.child_jobs.get(gang)
+        entry = self.state.entries.get(gang)
+        if not live and entry is not None and entry.state == "Evicting":
+            # the pods its Job controller created before this must come through the pod stream
+            quiet_rvs = self.resync.quiet_rvs
+            quiet_rvs[gang] = max(quiet_rvs.get(gang, 0), resource_version(obj))
         if live:
             if jobs is None:
                 jobs = self.child_jobs[gang] = set()
@@ -215,7 +222,6 @@ class Gangs:
         if jobs:
             return False
         del self.child_jobs[gang]
-        entry = self.state.entries.get(gang)
         return entry is not None and entry.state == "Evicting"
 
     def object_event(self, kind: WorkloadKind, event_type: str, obj: dict[str, Any], now: float) -> None:
@@ -324,6 +330,7 @@ class Gangs:
         if entry.state == "Pending" and entry.cluster_queue:
             self.fronts.add(entry.cluster_queue)
         self.child_jobs.pop(entry.key, None)
+        self.resync.forget(entry.key)
         self.state.finish(entry.key, now)
         self.state.entries.pop(entry.key, None)
         entry.due = None
@@ -384,6 +391,7 @@ class Gangs:
 
     def _finish(self, entry: Entry, terminal: str, now: float) -> None:
         self.state.finish(entry.key, now)
+        self.resync.forget(entry.key)
         self.finished[entry.uid] = None
         if len(self.finished) > FINISHED_REMEMBERED:
             del self.finished[next(iter(self.finished))]
@@ -454,29 +462,44 @@ class Gangs:
             self.child_jobs.pop(key, None)
         # a consistent read that finds nothing left confirms what the watches said; one that finds
         # something waits for the next watch event or resync (no read after read)
-        entry.stopped_read = not listed and not jobs
+        entry.stop_confirmed = "read" if not listed and not jobs else ""
         if not entry.kind.suspended(entry.obj) and not entry.writing:
             # the suspend did not go through (its retries failed): send it again
             self.writer.write_suspend(entry, restore=True, eviction=(entry.reason, entry.message))
             return
         self.maybe_eviction_done(entry, now, confirm=False)
 
+    def watches_say_stopped(self, entry: Entry) -> bool:
+        """Is the object suspended (no patch of ours in flight), its last pod gone and (a JobSet)
+        no child Job left that could still start pods, as the watches show it?"""
+        if entry.writing or not entry.kind.suspended(entry.obj):
+            return False
+        return not self.gang_pods.get(entry.key) and not self.child_jobs.get(entry.key)
+
+    def _stop_confirmed(self, entry: Entry, now: float) -> None:
+        """The watch streams prove the gang has stopped (gangq.operator.evictions)."""
+        entry.stop_confirmed = "streams"
+        self.maybe_eviction_done(entry, now, confirm=False)
+
     def maybe_eviction_done(self, entry: Entry, now: float, *, confirm: bool = True) -> None:
         """An evicted gang gives its quota back once the object is suspended, its last pod is gone
         and (a JobSet) no child Job is left that could still start pods: a Job created just before
-        the eviction starts its pods after it, on quota the next gang was given meanwhile."""
+        the eviction starts its pods after it, on quota the next gang was given meanwhile. And
+        once that is confirmed: by the watch streams, or by a read from the API server."""
         if entry.writing or not entry.kind.suspended(entry.obj):
             return
         if self.gang_pods.get(entry.key) or self.child_jobs.get(entry.key):
-            entry.stopped_read = False
+            entry.stop_confirmed = ""
             return
-        if not entry.stopped_read:
+        if not entry.stop_confirmed:
             if confirm:
                 self.resync.confirm(entry, now)  # see gangq.operator.evictions
             return
-        entry.stopped_read = False
-        log.info("%s %s has stopped: its quota in ClusterQueue %s is free", entry.kind.kind, entry.key,
-                 entry.cluster_queue)
+        by = entry.stop_confirmed
+        self.resync.released(entry.key, by, now)
+        entry.stop_confirmed = ""
+        log.info("%s %s has stopped (confirmed by %s): its quota in ClusterQueue %s is free", entry.kind.kind,
+                 entry.key, "its watch streams" if by == "streams" else "a read", entry.cluster_queue)
         self.state.engine.eviction_done(entry.key, now)
         entry.state = "Pending"
         entry.admission = None

@@ -146,6 +146,18 @@ class JobSetController:
         obj = self.jobsets.get(key)
         return obj is None or bool((obj.get("spec") or {}).get("suspend"))
 
+    def child_jobs_rv(self, key: str) -> int | None:
+        """The newest resourceVersion of a child Job of the JobSet ``key`` this controller created,
+        changed or saw (its writes go through to the cache), 0 when none; None when one is not an
+        integer. Once :meth:`settled`, it writes no other: a watch stream past it has shown them all."""
+        newest = 0
+        for job in (self.jobs.get(key) or {}).values():
+            rv = _rv(job)
+            if rv is None:
+                return None
+            newest = max(newest, rv)
+        return newest
+
     def enqueue(self, key: str) -> None:
         if self.queue is not None:
             self.queue.add(key)

@@ -54,9 +54,10 @@ def resource_path(
     return base
 
 
-CONNECTIONS: Final = 64
+CONNECTIONS: Final = 72
 USER_AGENT: Final = f"gangq/{__version__} (python aiohttp)"
-"""Connections to the API server at most (the controller's write lanes: 32 + 16, plus reads)."""
+"""Connections to the API server at most: the controller's write lanes (32 + 16) and eviction
+reads (4, of two requests each) leave room for the Lease's renewal and other reads."""
 
 
 class TokenBucket:

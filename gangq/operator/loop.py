@@ -100,6 +100,9 @@ class SchedulingLoop:
                     await asyncio.sleep(BATCH_WINDOW_SECONDS)
         while not self.inbox.empty() and len(batch) < MAX_BATCH:
             batch.append(self.inbox.get_nowait())
+        if self.inbox.empty():
+            # every event the watch streams handed over is in this batch or applied before it
+            self.state.streams.settle()
         return batch
 
     async def _loop(self) -> None:

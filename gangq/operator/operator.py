@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import kopf
 
 from gangq.operator import jobset
+from gangq.operator import streams as streams_mod
 from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
@@ -82,15 +83,21 @@ def build_registry(controller: Controller, credentials: Credentials) -> kopf.Ope
     def login(**_: Any) -> Any:
         return credentials.kopf_connection()
 
+    streams = controller.state.streams
+
     async def feed(event: kopf.RawEvent, resource: kopf.Resource, **_: Any) -> None:
         obj = event.get("object")
         if isinstance(obj, dict):
             controller.enqueue(resource.plural, event.get("type"), cast(dict[str, Any], obj))
+            if resource.plural == "pods":
+                streams.delivered("pods", obj)
 
     async def feed_job(event: kopf.RawEvent, **_: Any) -> None:
         obj = event.get("object")
-        if isinstance(obj, dict) and controller.gangs.job_matters(event.get("type"), cast(dict[str, Any], obj)):
-            controller.enqueue(JOB.plural, event.get("type"), cast(dict[str, Any], obj))
+        if isinstance(obj, dict):
+            if controller.gangs.job_matters(event.get("type"), cast(dict[str, Any], obj)):
+                controller.enqueue(JOB.plural, event.get("type"), cast(dict[str, Any], obj))
+            streams.delivered(JOB.plural, obj)
 
     for group, version, plural in WATCHED:
         handler = feed_job if plural == JOB.plural else feed
@@ -239,12 +246,15 @@ async def run_operator(
         if jobset_controller == "embedded":  # shares the controller's client: its rate limit and metrics
             embedded = jobset.register(registry, client=client, credentials=credentials)
             controller.state.child_controller_settled = embedded.settled
+            controller.state.child_jobs_rv = embedded.child_jobs_rv
         kopf_stop = asyncio.Event()
         kopf_ready = asyncio.Event()
         namespaces = list(config.namespaces)
         settings = kopf_settings(registry)
         insights = new_insights()
         vault = new_vault()
+        if streams_mod.install():  # kopf's pod and Job streams report how far they have reached us
+            streams_mod.CURRENT.set(controller.state.streams)
         kopf_task = asyncio.ensure_future(
             kopf.operator(
                 registry=registry,

@@ -17,6 +17,7 @@ from gangq.core.selectors import LabelRequirement, LabelSelector
 from gangq.operator.config import OperatorConfig
 from gangq.operator.entry import Entry
 from gangq.operator.kube import KubeClient
+from gangq.operator.streams import StreamPositions
 
 DEFAULT_QUEUE = "default"
 """The LocalQueue of a namespace that workloads without a queue label go to (manageJobsWithoutQueueName)."""
@@ -35,8 +36,8 @@ class ControllerState:
     counted).
     """
 
-    __slots__ = ("_managed", "child_controller_settled", "client", "config", "engine", "entries", "lock",
-                 "namespace_labels", "recovered", "rvs", "telemetry")
+    __slots__ = ("_managed", "child_controller_settled", "child_jobs_rv", "client", "config", "engine", "entries",
+                 "lock", "namespace_labels", "recovered", "rvs", "streams", "telemetry")
 
     def __init__(self, client: KubeClient, config: OperatorConfig) -> None:
         self.client = client
@@ -52,6 +53,12 @@ class ControllerState:
         # suspension seen)? The embedded one answers (JobSetController.settled); an external one
         # cannot be asked.
         self.child_controller_settled: Callable[[str], bool] = lambda key: True
+        # The newest resourceVersion of the child Jobs of a JobSet as the embedded controller wrote
+        # or saw them (None: not an integer): its cache holds every child Job it made, so once the
+        # Job stream has passed it the controller has seen them all. An external controller
+        # cannot be asked (None here).
+        self.child_jobs_rv: Callable[[str], int | None] | None = None
+        self.streams = StreamPositions()  # how far the pod and Job watch streams have been applied
         sel = config.managed_jobs_namespace_selector
         requirements = [LabelRequirement(r.key, r.operator, list(r.values)) for r in sel.match_expressions]
         self._managed = LabelSelector(dict(sel.match_labels), requirements)

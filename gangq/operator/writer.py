@@ -10,6 +10,10 @@ lanes so a burst of status writes never delays an admission or an eviction:
   or are in flight (or after :data:`BACKGROUND_MAX_WAIT_SECONDS`): on a busy API server they would
   queue ahead of the writes that start gangs.
 
+The reads that confirm an eviction (:mod:`gangq.operator.evictions`) have a lane of their own, at
+most :data:`READS_IN_FLIGHT`: the evicted gang's quota, and the preemptor waiting for it, wait for
+the read, which behind the background writes of a busy controller waited for minutes.
+
 A write's outcome goes back to the scheduling loop through ``report`` (the inbox), never to the
 engine directly.
 """
@@ -48,6 +52,7 @@ CRITICAL_IN_FLIGHT: Final = 32
 BACKGROUND_IN_FLIGHT: Final = 16
 CRITICAL_QUIET: Final = 4
 BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
+READS_IN_FLIGHT: Final = 4
 
 WRITTEN: Final = "_written"
 """Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
@@ -70,6 +75,7 @@ class Writer:
         self.report = report
         self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
         self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
+        self._sem_read = asyncio.Semaphore(READS_IN_FLIGHT)
         self._critical_busy = 0
         self._critical_clear = asyncio.Event()
         self._critical_clear.set()
@@ -80,10 +86,11 @@ class Writer:
     # Lanes
     # ------------------------------------------------------------------------------------------
 
-    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False) -> None:
-        """Run ``fn`` as a task in its lane, after the previous write of ``chain_key``."""
+    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False, read: bool = False) -> None:
+        """Run ``fn`` as a task in its lane (``critical``, ``read``, else background), after the
+        previous task of ``chain_key``."""
         prev = self._chains.get(chain_key) if chain_key else None
-        sem = self._sem_critical if critical else self._sem_background
+        sem = self._sem_critical if critical else self._sem_read if read else self._sem_background
 
         async def run() -> None:
             if critical:
@@ -95,7 +102,7 @@ class Writer:
                     with contextlib.suppress(BaseException):
                         await prev
                 async with sem:
-                    if not critical and not self._critical_clear.is_set():
+                    if not critical and not read and not self._critical_clear.is_set():
                         # behind the admissions, but never starved (a slow API server keeps patches in flight)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)

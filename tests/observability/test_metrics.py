@@ -226,6 +226,9 @@ def test_controller_summary_reads_the_registry_and_a_scraped_page_alike(m: Gangq
     m.event_queue_wait_seconds.observe(0.010)
     m.event_queue_wait_seconds.observe(0.030)
     m.gc_pause_seconds_total.labels("2").inc(0.5)
+    m.eviction_confirmations_total.labels("streams").inc(3)
+    m.eviction_confirmations_total.labels("read").inc()
+    m.eviction_stop_duration_seconds.observe(1.5)
 
     summary = controller_summary(m.registry.collect())
     assert summary["cycles"] == 2
@@ -238,5 +241,7 @@ def test_controller_summary_reads_the_registry_and_a_scraped_page_alike(m: Gangq
     assert summary["mean_ms"]["admission_patch"] is None  # nothing observed
     assert summary["admissions_per_cycle"] == pytest.approx(2.0)
     assert summary["gc_seconds_by_generation"] == {"2": 0.5}
+    assert summary["eviction_confirmations"] == {"read": 1, "streams": 3}
+    assert summary["mean_ms"]["eviction_stop"] == pytest.approx(1500.0)
     scraped = controller_summary(text_string_to_metric_families(generate_latest(m.registry).decode()))
     assert scraped == summary
