@@ -1,0 +1,156 @@
+"""A retry's candidate walk: the waiting gangs of a ClusterQueue that fit what it may take, drawn
+shape by shape, skipping the gangs of a shape that one of them showed to fail in the state of the
+moment (see :class:`CandidateWalk`)."""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from gangq.core.demand import OrderKey, ShapeQueue
+from gangq.core.queue import ClusterQueueState, Workload
+
+# (EngineState.version, heads_version, config_version, NodeIndex.epoch): capacity, protected
+# heads, configuration and nodes as they are between two changes (what-ifs leave it as it is).
+StateStamp = tuple[int, int, int, int]
+
+
+class CandidateWalk:
+    """The waiting gangs of a ClusterQueue that a retry's candidate walk may try: those whose demand
+    fits one of the bounds (:meth:`~gangq.core.retry.IncrementalRetry.candidate_bounds`), in queue
+    order, drawn by shape (:class:`~gangq.core.demand.ShapeQueue`).
+
+    The rule: gangs of one shape behind the queue's protected head fail alike in one state. Their
+    try reads nothing else of them but their runtime limit and their place: the flavor options,
+    the quota and claims they meet, the placement of their pods and the reservations they would
+    delay are those of the shape; a later place only puts more heads ahead of a gang (more
+    reservations to delay); and the runtime limit only lets a gang pass a reservation it ends
+    before. So once one fails (:meth:`failed`), the later gangs of its shape are skipped while the
+    state stays as it was then (:data:`StateStamp`): all of them if it failed for capacity or a
+    lender's claim, those whose limit is at least its own if a reservation held it back.
+
+    Why: in a saturated cluster most waiting gangs fit what a finished gang gave back, in quota,
+    and cannot start before something they need is released: they fail the node check, or would
+    delay the head's reservation. Tried one by one, every release cost one try per such gang, so
+    an event's cost grew with the depth of the queue; skipped by shape, it costs a few tries per
+    shape.
+
+    Never skipped: gangs ahead of the protected head (all are tried), and gangs whose try depends
+    on more (:meth:`protect`: the gang through which the queue claims lent quota back, and
+    preemptors whose victims stop, whose own claim is not charged when they are tried). Only
+    without fair sharing, where the cycle's order of gangs is their queue order
+    (:meth:`~gangq.core.cycle.SchedulingCycle.head_key`): the skip is decided when the walk moves
+    on, and a gang of another queue tried before the skipped gang's turn may change the state;
+    the cycle then starts the walk again behind that gang (:attr:`skipped`).
+    """
+
+    __slots__ = ("dead", "kept", "marks", "protected", "shapes", "skipped", "stop")
+
+    def __init__(self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool) -> None:
+        self.shapes: list[ShapeQueue] = [shape for shape in cq.shapes.values() if fits_any(shape.totals, bounds)]
+        # Per shape: (the state it failed in, the limit from which its gangs fail then).
+        self.dead: dict[ShapeQueue, tuple[StateStamp, float]] = {}
+        self.kept: list[OrderKey] = []  # candidates whatever the bounds (the claimant)
+        self.protected: dict[ShapeQueue, list[OrderKey]] = {}
+        self.stop: OrderKey | None = None  # no candidate after it
+        self.marks = marks  # skip by shape at all
+        # The last key :meth:`first_from` returned lies past gangs it skipped.
+        self.skipped = False
+
+    def empty(self) -> bool:
+        return not self.shapes and not self.kept
+
+    def _shape_of(self, wl: Workload) -> ShapeQueue | None:
+        for shape in self.shapes:
+            if shape.shape == wl.shape:
+                return shape
+        return None
+
+    def holds(self, wl: Workload) -> bool:
+        """Is ``wl`` among the candidates (before any skipping)?"""
+        if wl.order_key in self.kept:
+            return True
+        if wl.queued != "inadmissible":
+            return False
+        shape = self._shape_of(wl)
+        return shape is not None and shape.first_from(wl.order_key, None) == wl.order_key
+
+    def keep(self, key: OrderKey) -> None:
+        """``key`` stays a candidate whatever the bounds."""
+        if key not in self.kept:
+            bisect.insort(self.kept, key)
+
+    def protect(self, wl: Workload) -> None:
+        """``wl`` is never skipped, nor does its failure skip others."""
+        shape = self._shape_of(wl)
+        if shape is not None:
+            bisect.insort(self.protected.setdefault(shape, []), wl.order_key)
+
+    def refilter(self, bounds: list[dict[str, int]]) -> None:
+        """The bounds shrank: drop the shapes that no longer fit them."""
+        self.shapes = [shape for shape in self.shapes if fits_any(shape.totals, bounds)]
+
+    def any_after(self, key: OrderKey) -> bool:
+        """Is some candidate after ``key`` (before any skipping)?"""
+        if self.kept and self.kept[-1] > key:
+            return True
+        return any(shape.maxes[-1] > key for shape in self.shapes if shape.maxes)
+
+    def failed(self, wl: Workload, state: StateStamp) -> None:
+        """``wl``, a candidate behind the protected head, was tried in ``state`` and failed."""
+        if not self.marks:
+            return
+        shape = self._shape_of(wl)
+        if shape is None:
+            return
+        protected = self.protected.get(shape)
+        if protected and wl.order_key in protected:
+            return
+        if wl.reason == "BlockedByReservation":
+            limit = wl.spec.runtime_limit
+            self.dead[shape] = (state, math.inf if limit is None else limit)
+        else:
+            self.dead[shape] = (state, -math.inf)
+
+    def first_from(self, key: OrderKey, state: StateStamp) -> OrderKey | None:
+        """The first candidate at or after ``key`` that is not known to fail in ``state``."""
+        best: OrderKey | None = None
+        kept = self.kept
+        if kept:
+            i = bisect.bisect_left(kept, key)
+            if i < len(kept):
+                best = kept[i]
+        dead = self.dead
+        passed: OrderKey | None = None  # the first gang skipped
+        for shape in self.shapes:
+            below: float | None = None
+            if dead:
+                mark = dead.get(shape)
+                if mark is not None:
+                    if mark[0] == state:
+                        below = mark[1]
+                    else:
+                        del dead[shape]
+            if below is None:
+                found = shape.first_from(key, None)
+            else:
+                found = None if below == -math.inf else shape.first_from(key, below)
+                protected = self.protected.get(shape)
+                if protected:
+                    i = bisect.bisect_left(protected, key)
+                    if i < len(protected) and (found is None or protected[i] < found):
+                        found = protected[i]
+                plain = shape.first_from(key, None)
+                if plain is not None and plain != found and (passed is None or plain < passed):
+                    passed = plain
+            if found is not None and (best is None or found < best):
+                best = found
+        if best is not None and self.stop is not None and best > self.stop:
+            best = None
+        self.skipped = passed is not None and (best is None or passed < best)
+        return best
+
+
+def fits_any(totals: dict[str, int], bounds: list[dict[str, int]]) -> bool:
+    """Does a demand of ``totals`` fit one of ``bounds`` (resource → amount; missing: 0)?"""
+    return any(all(v <= b.get(r, 0) for r, v in totals.items()) for b in bounds)
