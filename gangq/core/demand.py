@@ -5,6 +5,7 @@ may take?" is answered without trying them (see :meth:`gangq.core.queue.ClusterQ
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Any
@@ -254,9 +255,11 @@ class ShapeQueue:
         if limit <= self.mins[c]:
             self.mins[c] = min(limits)
 
-    def first_from(self, key: OrderKey | None, below: float | None) -> OrderKey | None:
+    def first_from(
+        self, key: OrderKey | None, below: float | None, now: float = 0.0, until: float = math.inf
+    ) -> OrderKey | None:
         """The first gang at or after ``key`` (None: from the start) whose limit is less than
-        ``below`` (None: any limit), or None."""
+        ``below`` (None: any limit) and that ends by ``until`` if it starts at ``now``, or None."""
         maxes = self.maxes
         c = 0 if key is None else bisect_left(maxes, key)
         n = len(maxes)
@@ -268,10 +271,12 @@ class ShapeQueue:
             return chunk[i]
         mins = self.mins
         while True:
-            if mins[c] < below:
+            least = mins[c]
+            if least < below and now + least <= until:
                 limits = self.limits[c]
                 for j in range(i, len(limits)):
-                    if limits[j] < below:
+                    limit = limits[j]
+                    if limit < below and now + limit <= until:
                         return self.chunks[c][j]
             c += 1
             if c == n:

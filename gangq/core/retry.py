@@ -18,6 +18,7 @@ retries that are known to try nothing, and decides exactly as :class:`FullRetry`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from mypy_extensions import mypyc_attr
@@ -616,5 +617,23 @@ class IncrementalRetry(RetryPolicy):
                     and cq.head() is behind
                     and before == (s.version, s.heads_version, s.config_version, nodes.epoch)
                 ):
-                    walk.failed(wl, before)
+                    walk.failed(wl, before, ctx.now, self.passing_end(wl, ctx.now))
             key = inadmissible.after(key)
+
+    def passing_end(self, wl: Workload, now: float) -> float | None:
+        """``wl`` failed, held back by the reservation of the head its reason names: the time by
+        which a gang of its shape must end to pass that head (``-inf``: none passes; None: not
+        known). A reservation without a time holds back every gang (the head starves); one with a
+        time lets a gang pass only if it ends by then (``now + limit <= time``, as
+        Reservations.blocks compares) or if the head still fits then with the gang running, which
+        depends on the shape alone, and for ``wl``'s shape it did not."""
+        head = wl.cites
+        if wl.reason != "BlockedByReservation" or head is None:
+            return None
+        info = self.reservations.cached(head, now)
+        if info is None or info.never:
+            return None
+        if info.time is None:
+            return -math.inf
+        time: float = info.time
+        return time

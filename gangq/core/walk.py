@@ -27,7 +27,9 @@ class CandidateWalk:
     reservations to delay); and the runtime limit only lets a gang pass a reservation it ends
     before. So once one fails (:meth:`failed`), the later gangs of its shape are skipped while the
     state stays as it was then (:data:`StateStamp`): all of them if it failed for capacity or a
-    lender's claim, those whose limit is at least its own if a reservation held it back.
+    lender's claim; if a reservation held it back, those whose limit is at least its own, or,
+    when that reservation has a time, every one that does not end by then
+    (:meth:`~gangq.core.retry.IncrementalRetry.passing_limit`).
 
     Why: in a saturated cluster most waiting gangs fit what a finished gang gave back, in quota,
     and cannot start before something they need is released: they fail the node check, or would
@@ -48,8 +50,9 @@ class CandidateWalk:
 
     def __init__(self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool) -> None:
         self.shapes: list[ShapeQueue] = [shape for shape in cq.shapes.values() if fits_any(shape.totals, bounds)]
-        # Per shape: (the state it failed in, the limit from which its gangs fail then).
-        self.dead: dict[ShapeQueue, tuple[StateStamp, float]] = {}
+        # Per shape: (the state it failed in, and the gangs that may still pass then: limit below
+        # this, and ending by that time from that moment, see ShapeQueue.first_from).
+        self.dead: dict[ShapeQueue, tuple[StateStamp, float, float, float]] = {}
         self.kept: list[OrderKey] = []  # candidates whatever the bounds (the claimant)
         self.protected: dict[ShapeQueue, list[OrderKey]] = {}
         self.stop: OrderKey | None = None  # no candidate after it
@@ -96,8 +99,10 @@ class CandidateWalk:
             return True
         return any(shape.maxes[-1] > key for shape in self.shapes if shape.maxes)
 
-    def failed(self, wl: Workload, state: StateStamp) -> None:
-        """``wl``, a candidate behind the protected head, was tried in ``state`` and failed."""
+    def failed(self, wl: Workload, state: StateStamp, now: float, end: float | None) -> None:
+        """``wl``, a candidate behind the protected head, was tried in ``state`` at ``now`` and
+        failed. ``end``: if a reservation held it back, the time by which a gang of its shape must
+        end to pass it (-inf: none passes; None: not known, see IncrementalRetry.passing_end)."""
         if not self.marks:
             return
         shape = self._shape_of(wl)
@@ -106,11 +111,11 @@ class CandidateWalk:
         protected = self.protected.get(shape)
         if protected and wl.order_key in protected:
             return
-        if wl.reason == "BlockedByReservation":
-            limit = wl.spec.runtime_limit
-            self.dead[shape] = (state, math.inf if limit is None else limit)
+        if wl.reason != "BlockedByReservation" or end == -math.inf:
+            self.dead[shape] = (state, -math.inf, now, math.inf)
         else:
-            self.dead[shape] = (state, -math.inf)
+            limit = wl.spec.runtime_limit
+            self.dead[shape] = (state, math.inf if limit is None else limit, now, math.inf if end is None else end)
 
     def first_from(self, key: OrderKey, state: StateStamp) -> OrderKey | None:
         """The first candidate at or after ``key`` that is not known to fail in ``state``."""
@@ -123,18 +128,15 @@ class CandidateWalk:
         dead = self.dead
         passed: OrderKey | None = None  # the first gang skipped
         for shape in self.shapes:
-            below: float | None = None
-            if dead:
-                mark = dead.get(shape)
-                if mark is not None:
-                    if mark[0] == state:
-                        below = mark[1]
-                    else:
-                        del dead[shape]
-            if below is None:
+            mark = dead.get(shape) if dead else None
+            if mark is not None and mark[0] != state:
+                del dead[shape]
+                mark = None
+            if mark is None:
                 found = shape.first_from(key, None)
             else:
-                found = None if below == -math.inf else shape.first_from(key, below)
+                below = mark[1]
+                found = None if below == -math.inf else shape.first_from(key, below, mark[2], mark[3])
                 protected = self.protected.get(shape)
                 if protected:
                     i = bisect.bisect_left(protected, key)
