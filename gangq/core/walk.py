@@ -5,6 +5,7 @@ moment (see :class:`CandidateWalk`)."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 
 from gangq.core.demand import OrderKey, ShapeQueue
@@ -46,10 +47,15 @@ class CandidateWalk:
     the cycle then starts the walk again behind that gang (:attr:`skipped`).
     """
 
-    __slots__ = ("dead", "kept", "marks", "protected", "shapes", "skipped", "stop")
+    __slots__ = ("dead", "heap", "index", "kept", "marks", "parked", "protected", "shapes", "skipped", "stop")
 
     def __init__(self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool) -> None:
         self.shapes: list[ShapeQueue] = [shape for shape in cq.shapes.values() if fits_any(shape.totals, bounds)]
+        self.index: dict[tuple[object, ...], int] = {shape.shape: i for i, shape in enumerate(self.shapes)}
+        # (next gang, shape index) of the shapes without a mark, from the last key asked for
+        # (built at the first ask); shapes with a mark whose entry came up wait in ``parked``.
+        self.heap: list[tuple[OrderKey, int]] | None = None
+        self.parked: set[int] = set()
         # Per shape: (the state it failed in, and the gangs that may still pass then: limit below
         # this, and ending by that time from that moment, see ShapeQueue.first_from).
         self.dead: dict[ShapeQueue, tuple[StateStamp, float, float, float]] = {}
@@ -64,10 +70,8 @@ class CandidateWalk:
         return not self.shapes and not self.kept
 
     def _shape_of(self, wl: Workload) -> ShapeQueue | None:
-        for shape in self.shapes:
-            if shape.shape == wl.shape:
-                return shape
-        return None
+        i = self.index.get(wl.shape)
+        return None if i is None else self.shapes[i]
 
     def holds(self, wl: Workload) -> bool:
         """Is ``wl`` among the candidates (before any skipping)?"""
@@ -91,7 +95,13 @@ class CandidateWalk:
 
     def refilter(self, bounds: list[dict[str, int]]) -> None:
         """The bounds shrank: drop the shapes that no longer fit them."""
-        self.shapes = [shape for shape in self.shapes if fits_any(shape.totals, bounds)]
+        shapes = [shape for shape in self.shapes if fits_any(shape.totals, bounds)]
+        if len(shapes) != len(self.shapes):
+            self.shapes = shapes
+            self.index = {shape.shape: i for i, shape in enumerate(shapes)}
+            self.dead = {shape: mark for shape, mark in self.dead.items() if shape.shape in self.index}
+            self.heap = None
+            self.parked.clear()
 
     def any_after(self, key: OrderKey) -> bool:
         """Is some candidate after ``key`` (before any skipping)?"""
@@ -119,32 +129,64 @@ class CandidateWalk:
 
     def first_from(self, key: OrderKey, state: StateStamp) -> OrderKey | None:
         """The first candidate at or after ``key`` that is not known to fail in ``state``."""
-        best: OrderKey | None = None
+        shapes = self.shapes
+        dead = self.dead
+        heap = self.heap
+        if heap is None:
+            heap = self.heap = []
+            for i, shape in enumerate(shapes):
+                chunks = shape.chunks
+                if not chunks:
+                    continue
+                found: OrderKey | None = chunks[0][0]
+                if chunks[0][0] < key:
+                    found = shape.first_from(key, None)
+                if found is not None:
+                    heap.append((found, i))
+            heapq.heapify(heap)
+        if dead:
+            for shape, mark in list(dead.items()):
+                if mark[0] != state:  # the state changed: its gangs are candidates again
+                    del dead[shape]
+                    i = self.index[shape.shape]
+                    if i in self.parked:
+                        self.parked.discard(i)
+                        found = shape.first_from(key, None)
+                        if found is not None:
+                            heapq.heappush(heap, (found, i))
+        # The next gang of the shapes without a mark.
+        while heap:
+            top, i = heap[0]
+            shape = shapes[i]
+            if dead and shape in dead:
+                heapq.heappop(heap)
+                self.parked.add(i)
+            elif top < key:
+                found = shape.first_from(key, None)
+                if found is None:
+                    heapq.heappop(heap)
+                else:
+                    heapq.heapreplace(heap, (found, i))
+            else:
+                break
+        best: OrderKey | None = heap[0][0] if heap else None
         kept = self.kept
         if kept:
             i = bisect.bisect_left(kept, key)
-            if i < len(kept):
+            if i < len(kept) and (best is None or kept[i] < best):
                 best = kept[i]
-        dead = self.dead
         passed: OrderKey | None = None  # the first gang skipped
-        for shape in self.shapes:
-            mark = dead.get(shape) if dead else None
-            if mark is not None and mark[0] != state:
-                del dead[shape]
-                mark = None
-            if mark is None:
-                found = shape.first_from(key, None)
-            else:
-                below = mark[1]
-                found = None if below == -math.inf else shape.first_from(key, below, mark[2], mark[3])
-                protected = self.protected.get(shape)
-                if protected:
-                    i = bisect.bisect_left(protected, key)
-                    if i < len(protected) and (found is None or protected[i] < found):
-                        found = protected[i]
-                plain = shape.first_from(key, None)
-                if plain is not None and plain != found and (passed is None or plain < passed):
-                    passed = plain
+        for shape, mark in dead.items():
+            below = mark[1]
+            found = None if below == -math.inf else shape.first_from(key, below, mark[2], mark[3])
+            protected = self.protected.get(shape)
+            if protected:
+                i = bisect.bisect_left(protected, key)
+                if i < len(protected) and (found is None or protected[i] < found):
+                    found = protected[i]
+            plain = shape.first_from(key, None)
+            if plain is not None and plain != found and (passed is None or plain < passed):
+                passed = plain
             if found is not None and (best is None or found < best):
                 best = found
         if best is not None and self.stop is not None and best > self.stop:
@@ -155,4 +197,10 @@ class CandidateWalk:
 
 def fits_any(totals: dict[str, int], bounds: list[dict[str, int]]) -> bool:
     """Does a demand of ``totals`` fit one of ``bounds`` (resource → amount; missing: 0)?"""
-    return any(all(v <= b.get(r, 0) for r, v in totals.items()) for b in bounds)
+    for bound in bounds:
+        for resource, amount in totals.items():
+            if amount > bound.get(resource, 0):
+                break
+        else:
+            return True
+    return False
