@@ -34,13 +34,6 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         yield key
 
 
-def _after(cursor: Iterator[OrderKey], key: OrderKey) -> Iterator[OrderKey]:
-    """The keys of ``cursor`` after ``key`` (a queue's walk that turns into a retry midway)."""
-    for k in cursor:
-        if k > key:
-            yield k
-
-
 class SchedulingCycle:
     """One scheduling cycle over the ClusterQueues that have something to try."""
 
@@ -73,6 +66,7 @@ class SchedulingCycle:
         # their tree's stamp then (see below, where their turn comes).
         quota_retries: dict[str, int] = {}
         retried: dict[str, ClusterQueueState] = {}  # queues whose waiting gangs this cycle retries
+        live: dict[str, int] = {}  # ClusterQueue -> the push order of its entry in the heap
         scratch = self.s.scratch
         # Preemptors whose victims have all stopped go first, in a cycle of their own; the
         # queues with something to try wait for the next cycle, which runs at once.
@@ -118,11 +112,21 @@ class SchedulingCycle:
             if first is not None:
                 order += 1
                 heapq.heappush(heap, (self.head_key(cq, first), order, first, cq, cursor))
+                live[cq.name] = order
+        s = self.s
+        nodes = s.nodes
         while heap:
-            head_key, _, key, cq, cursor = heapq.heappop(heap)
+            head_key, entry, key, cq, cursor = heapq.heappop(heap)
+            if live.get(cq.name) != entry:
+                continue  # replaced: its walk started again (see below)
             if cursor is None:
-                if cq.name in node_retries and self.retry.node_retry(cq, ctx):
-                    continue
+                if cq.name in node_retries:
+                    state = (s.version, s.heads_version, s.config_version, nodes.epoch)
+                    done = self.retry.node_retry(cq, ctx)
+                    if ctx.walks and state != (s.version, s.heads_version, s.config_version, nodes.epoch):
+                        order = self.restart_walks(cq, key, ctx, heap, live, order)
+                    if done:
+                        continue
                 stamp = quota_retries.get(cq.name)
                 if (
                     stamp is not None
@@ -138,10 +142,12 @@ class SchedulingCycle:
                 if first is not None:
                     order += 1
                     heapq.heappush(heap, ((head_key[0], first[0], first[1], first[2]), order, first, cq, cursor))
+                    live[cq.name] = order
                 continue
             wl = self.s.workloads[key[3]]
             before = cq.protected_head
             scratch[cq.name].node_blocked.pop(wl.key, None)  # back if it fails the node check again
+            state = (s.version, s.heads_version, s.config_version, nodes.epoch)
             if wl.queued == "inadmissible" and self.retry.fails_again(cq, wl, ctx):
                 outcome = Outcome.STOP if cq.strict else Outcome.FAILED
             else:
@@ -156,7 +162,9 @@ class SchedulingCycle:
                         # Otherwise they would wait for whichever retry of the queue came next,
                         # and which one that is depends on the retry policy. Not counted as a retry: the flag stays,
                         # and the next retry is a full one.
-                        cursor = _after(self.retry.cursor(cq, True, ctx), key)
+                        cursor = self.retry.cursor(cq, True, ctx, key)
+            if ctx.walks and state != (s.version, s.heads_version, s.config_version, nodes.epoch):
+                order = self.restart_walks(cq, key, ctx, heap, live, order)
             if outcome == Outcome.ADMITTED:
                 ctx.admitted.append(wl)
             else:
@@ -168,6 +176,13 @@ class SchedulingCycle:
             if nxt is not None:
                 order += 1
                 heapq.heappush(heap, (self.head_key(cq, nxt), order, nxt, cq, cursor))
+                live[cq.name] = order
+            else:
+                walk = ctx.walks.get(cq.name)
+                if walk is not None and walk.skipped:
+                    live[cq.name] = 0  # no entry, but its walk may start again (see restart_walks)
+                else:
+                    live.pop(cq.name, None)
         for cq in retried.values():
             scratch[cq.name].head_displaced = False
         if self.s.displaced:
@@ -199,6 +214,35 @@ class SchedulingCycle:
                     head = self.s.workloads.get(cq.inadmissible.first()[3])
                 self.reasons.tell_blocked(cq, head)
         return bool(ctx.admitted)
+
+    def restart_walks(
+        self,
+        cq: ClusterQueueState,
+        key: OrderKey,
+        ctx: CycleScratch,
+        heap: list[tuple[tuple[float, int, float, int], int, OrderKey, ClusterQueueState, Iterator[OrderKey] | None]],
+        live: dict[str, int],
+        order: int,
+    ) -> int:
+        """The state changed at ``cq``'s gang ``key``: the walk of every other queue that skipped
+        gangs behind it, judged in the state before, starts again behind it, so that each gang is
+        judged in the state of its turn (see CandidateWalk). Returns the last push order."""
+        for name, walk in list(ctx.walks.items()):
+            other = self.s.cluster_queues.get(name)
+            if other is None or other is cq or not walk.skipped or name not in live:
+                continue
+            restarted = self.retry.cursor(other, True, ctx, key)
+            nxt = next(restarted, None)
+            if nxt is None:
+                if ctx.walks[name].skipped:
+                    live[name] = 0
+                else:
+                    del live[name]
+            else:
+                order += 1
+                heapq.heappush(heap, (self.head_key(other, nxt), order, nxt, other, restarted))
+                live[name] = order
+        return order
 
     def try_preemptors(self, ctx: CycleScratch) -> bool:
         """Try the preemptors whose victims have all stopped (``EngineState.ready_preemptors``)

@@ -5,6 +5,7 @@ may take?" is answered without trying them (see :meth:`gangq.core.queue.ClusterQ
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Any
@@ -174,3 +175,110 @@ class DemandClass:
                 totals = self.indexes[i].totals
                 return totals[0] if totals else None
         return None
+
+
+_LIMIT_LOAD = 64  # a chunk of a ShapeQueue splits beyond twice this many gangs
+
+
+class ShapeQueue:
+    """The waiting (inadmissible) gangs of one ClusterQueue that have one shape (equal pod sets,
+    ``minMember`` and ``minResources``), in queue order, each with its runtime limit (``inf``:
+    none).
+
+    Tried in one state, gangs of one shape fail alike, except that a shorter runtime limit may let
+    a gang pass a reservation that a longer one may not: a retry that saw one fail skips the later
+    ones whose limit is at least as long (:class:`gangq.core.retry.CandidateWalk`). Kept as
+    sorted chunks, each with the least limit of its gangs, so "the next gang after this one whose
+    limit is shorter than that" skips whole chunks of gangs that cannot pass.
+    """
+
+    __slots__ = ("chunks", "limits", "maxes", "mins", "shape", "size", "totals")
+
+    def __init__(self, shape: tuple[object, ...], totals: dict[str, int]) -> None:
+        self.shape = shape
+        self.totals = totals
+        self.chunks: list[list[OrderKey]] = []
+        self.limits: list[list[float]] = []  # parallel to chunks
+        self.maxes: list[OrderKey] = []  # the last key of each chunk
+        self.mins: list[float] = []  # the least limit of each chunk
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, key: OrderKey, limit: float) -> None:
+        self.size += 1
+        maxes = self.maxes
+        if not maxes:
+            self.chunks.append([key])
+            self.limits.append([limit])
+            maxes.append(key)
+            self.mins.append(limit)
+            return
+        c = bisect_left(maxes, key)
+        if c == len(maxes):
+            c -= 1
+        chunk = self.chunks[c]
+        limits = self.limits[c]
+        i = bisect_left(chunk, key)
+        chunk.insert(i, key)
+        limits.insert(i, limit)
+        maxes[c] = chunk[-1]
+        if limit < self.mins[c]:
+            self.mins[c] = limit
+        n = len(chunk)
+        if n > 2 * _LIMIT_LOAD:
+            half = n // 2
+            left, right = limits[:half], limits[half:]
+            self.chunks[c : c + 1] = [chunk[:half], chunk[half:]]
+            self.limits[c : c + 1] = [left, right]
+            maxes[c : c + 1] = [chunk[half - 1], chunk[-1]]
+            self.mins[c : c + 1] = [min(left), min(right)]
+
+    def remove(self, key: OrderKey) -> None:
+        """Delete ``key``, which is present."""
+        c = bisect_left(self.maxes, key)
+        chunk = self.chunks[c]
+        limits = self.limits[c]
+        i = bisect_left(chunk, key)
+        limit = limits[i]
+        del chunk[i]
+        del limits[i]
+        self.size -= 1
+        if not chunk:
+            del self.chunks[c]
+            del self.limits[c]
+            del self.maxes[c]
+            del self.mins[c]
+            return
+        self.maxes[c] = chunk[-1]
+        if limit <= self.mins[c]:
+            self.mins[c] = min(limits)
+
+    def first_from(
+        self, key: OrderKey | None, below: float | None, now: float = 0.0, until: float = math.inf
+    ) -> OrderKey | None:
+        """The first gang at or after ``key`` (None: from the start) whose limit is less than
+        ``below`` (None: any limit) and that ends by ``until`` if it starts at ``now``, or None."""
+        maxes = self.maxes
+        c = 0 if key is None else bisect_left(maxes, key)
+        n = len(maxes)
+        if c == n:
+            return None
+        chunk = self.chunks[c]
+        i = 0 if key is None else bisect_left(chunk, key)
+        if below is None:
+            return chunk[i]
+        mins = self.mins
+        while True:
+            least = mins[c]
+            if least < below and now + least <= until:
+                limits = self.limits[c]
+                for j in range(i, len(limits)):
+                    limit = limits[j]
+                    if limit < below and now + limit <= until:
+                        return self.chunks[c][j]
+            c += 1
+            if c == n:
+                return None
+            i = 0

@@ -14,12 +14,13 @@ through its life: pending → admitted → evicting → ...
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from gangq.core.chunks import SortedChunks
 from gangq.core.decisions import Admission, PendingReason
-from gangq.core.demand import DemandClass, OrderKey, merge_keys
+from gangq.core.demand import DemandClass, OrderKey, ShapeQueue, merge_keys
 from gangq.core.flavors import FlavorOptions
 from gangq.core.model import ClusterQueueSpec, FlavorResource, WorkloadSpec, flavor_resource
 from gangq.core.quota import QuotaNode
@@ -101,6 +102,7 @@ class Workload:
         "requeue_at",
         "running",
         "seq",
+        "shape",
         "shelter_until",
         "spec",
         "starve_at",
@@ -145,6 +147,16 @@ class Workload:
                 totals[resource] = totals.get(resource, 0) + amount * ps.count
         self.totals = totals
         self.min_member = spec.min_member if spec.min_member is not None else spec.total_pods
+        # Everything of the spec a try depends on but its runtime limit and place in the queue
+        # (see ShapeQueue).
+        self.shape: tuple[object, ...] = (
+            tuple(
+                (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.placement_signature())
+                for ps in spec.pod_sets
+            ),
+            self.min_member,
+            tuple(sorted(spec.min_resources.items())) if spec.min_resources else (),
+        )
         self.admit_count = 0
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
@@ -221,6 +233,7 @@ class ClusterQueueState:
         "node",
         "preempted_total",
         "protected_head",
+        "shapes",
         "spec",
     )
 
@@ -251,6 +264,8 @@ class ClusterQueueState:
         self.least_cache: tuple[int, list[tuple[str, int]]] = (-1, [])
         # Queued gangs with several pod sets (whose demand of a resource may split over flavors).
         self.multi_pod_set = 0
+        # Its waiting (inadmissible) gangs by shape (see ShapeQueue).
+        self.shapes: dict[tuple[object, ...], ShapeQueue] = {}
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -360,6 +375,7 @@ class ClusterQueueState:
     def push_inadmissible(self, wl: Workload) -> None:
         self._index(wl, True)
         self.inadmissible.add(wl.order_key)
+        self._add_shape(wl)
         wl.queued = "inadmissible"
         wl.cq = self
 
@@ -368,6 +384,10 @@ class ClusterQueueState:
             self.active.remove(wl.order_key)
         elif wl.queued == "inadmissible":
             self.inadmissible.remove(wl.order_key)
+            shapes = self.shapes[wl.shape]
+            shapes.remove(wl.order_key)
+            if not shapes:
+                del self.shapes[wl.shape]
         else:
             return
         self._index(wl, False)
@@ -377,7 +397,15 @@ class ClusterQueueState:
         if wl.queued == "active":
             self.active.remove(wl.order_key)
             self.inadmissible.add(wl.order_key)
+            self._add_shape(wl)
             wl.queued = "inadmissible"
+
+    def _add_shape(self, wl: Workload) -> None:
+        shapes = self.shapes.get(wl.shape)
+        if shapes is None:
+            shapes = self.shapes[wl.shape] = ShapeQueue(wl.shape, wl.totals)
+        limit = wl.spec.runtime_limit
+        shapes.add(wl.order_key, math.inf if limit is None else limit)
 
     def pending_count(self) -> int:
         return len(self.active) + len(self.inadmissible)

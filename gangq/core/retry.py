@@ -18,7 +18,7 @@ retries that are known to try nothing, and decides exactly as :class:`FullRetry`
 
 from __future__ import annotations
 
-import bisect
+import math
 from collections.abc import Iterator
 
 from mypy_extensions import mypyc_attr
@@ -38,6 +38,15 @@ from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reservations import Reservations
 from gangq.core.scratch import AvailableQuota, CycleScratch, QueueScratch, QuotaScreen, ScreenEntry, TreeClaims
 from gangq.core.state import EngineState
+from gangq.core.walk import CandidateWalk
+
+
+def _after(cursor: Iterator[OrderKey], key: OrderKey) -> Iterator[OrderKey]:
+    """The keys of ``cursor`` after ``key``."""
+    for k in cursor:
+        if k > key:
+            yield k
+
 
 # Reasons of a gang that failed for capacity or for a reservation, not for its spec.
 _HELD_BACK = ("InsufficientQuota", "InsufficientNodes", "InsufficientMinResources", "BlockedByReservation")
@@ -64,9 +73,13 @@ class RetryPolicy:
         """``cq`` released quota: ask for the retries that may admit with it."""
         self.s.retry_tree(cq)
 
-    def cursor(self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch) -> Iterator[OrderKey]:
-        """BestEffortFIFO: the gangs of ``cq`` to try this cycle, in queue order."""
-        return cq.cursor(include_inadmissible=retry)
+    def cursor(
+        self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch, start: OrderKey | None = None
+    ) -> Iterator[OrderKey]:
+        """BestEffortFIFO: the gangs of ``cq`` to try this cycle, in queue order (after ``start``,
+        if given: the gangs up to it were looked at in this cycle)."""
+        cursor = cq.cursor(include_inadmissible=retry)
+        return cursor if start is None else _after(cursor, start)
 
     def node_retry(self, cq: ClusterQueueState, ctx: CycleScratch) -> bool:
         """A retry that only freed nodes asked for: True if it is done (nothing more to try)."""
@@ -209,8 +222,11 @@ class IncrementalRetry(RetryPolicy):
         self.s.request_retry(cq)
         self.s.retry_others(cq)
 
-    def cursor(self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch) -> Iterator[OrderKey]:
-        """BestEffortFIFO: the gangs worth trying this cycle, in queue order.
+    def cursor(
+        self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch, start: OrderKey | None = None
+    ) -> Iterator[OrderKey]:
+        """BestEffortFIFO: the gangs worth trying this cycle, in queue order (after ``start``, if
+        given: the gangs up to it were looked at in this cycle).
 
         Every gang never tried yet (``active``) is tried once, so it gets a real reason. Gangs
         tried before are retried only after a change (``retry``), and then only those whose demand
@@ -222,35 +238,52 @@ class IncrementalRetry(RetryPolicy):
         looked at, in order, until the queue has a protected head at or ahead of the next one (the
         first gang that fails for lack of capacity becomes the head, and its reservation keeps
         later gangs from starving it) and until the queue has made its preemption attempt of this
-        cycle (the first gang with a preemption target preempts).
+        cycle (the first gang with a preemption target preempts). Among the candidates, gangs of
+        a shape that one of them showed to fail in the state of the moment are skipped
+        (:class:`CandidateWalk`).
         """
         if not retry:
-            return iter(cq.active)
+            return iter(cq.active) if start is None else _after(iter(cq.active), start)
         bounds = self.candidate_bounds(cq, ctx)
-        short: list[tuple[int, str, int]] | None = [] if bounds and not cq.multi_pod_set else None
-        candidates = cq.candidates(bounds, short)
-        if not candidates and short:
-            self.note_classes_short(cq, short)
-        workloads = self.s.workloads
-        keys = [k for k in candidates if workloads[k[3]].queued == "inadmissible"]
+        walk = CandidateWalk(cq, bounds, not self.s.config.fair_sharing)
+        ctx.walks[cq.name] = walk
         claims = self.claims.tree_claims(cq, ctx)
+        if walk.empty() and bounds and not cq.multi_pod_set:
+            # No waiting gang fits: the screen keeps why (a gang not tried yet may fit, and then
+            # there is none, as a retry's candidates count them too).
+            short: list[tuple[int, str, int]] = []
+            if not cq.candidates(bounds, short) and short:
+                self.note_classes_short(cq, short)
         claimant = self.claims.claimant_head(cq, claims)
-        if claimant is not None:
+        if claimant is not None and not walk.holds(claimant):
             # Among the keys, and kept there when the bounds shrink during the walk (a candidate
             # anyway, it may fit the bounds of a flavor it cannot have, and must not be dropped
             # from the retry when that flavor's quota goes to gangs ahead of it).
-            at = bisect.bisect_left(keys, claimant.order_key)
-            if at == len(keys) or keys[at] != claimant.order_key:  # not a candidate
-                if self.claims.claimant_may_fit(cq, claimant, claims):
-                    keys.insert(at, claimant.order_key)
-                else:
-                    claimant = None
+            if self.claims.claimant_may_fit(cq, claimant, claims):
+                walk.keep(claimant.order_key)
+            else:
+                claimant = None
+        elif claimant is not None:
+            walk.keep(claimant.order_key)
+        # Gangs whose try depends on more than their shape, runtime limit and place: the gang
+        # through which the queue claims lent quota back, and preemptors whose victims stop (a
+        # preemptor's own claim is not charged when it is tried, see Reservations.charge_claims).
+        special = claims.claimants.get(cq.name)
+        if special is not None and special.cq is cq and special.queued == "inadmissible":
+            walk.protect(special)
+        for key in self.s.claimants:
+            preemptor = self.s.workloads.get(key)
+            if preemptor is not None and preemptor.cq is cq and preemptor.queued == "inadmissible":
+                walk.protect(preemptor)
         holding: Workload | None = None
-        if keys and not (self.s.may_preempt(cq) and cq.name not in ctx.preempted_in):
+        if not walk.empty() and not (self.s.may_preempt(cq) and cq.name not in ctx.preempted_in):
             head = self.reservations.holding_head(cq, ctx.now)
-            if head is not None and keys[-1] > head.order_key and (not cq.active or cq.active.first() > head.order_key):
-                end = bisect.bisect_right(keys, head.order_key)
-                if keys[end - 1] == head.order_key and head.key not in ctx.capacity_failed:
+            if (
+                head is not None
+                and walk.any_after(head.order_key)
+                and (not cq.active or cq.active.first() > head.order_key)
+            ):
+                if walk.holds(head) and head.key not in ctx.capacity_failed:
                     # The walk tries the head before any gang behind it: whether it starves is
                     # known for free once it has failed (see keys), instead of by a what-if
                     # placement of it now (mostly of heads that fit and are then placed again for
@@ -261,9 +294,11 @@ class IncrementalRetry(RetryPolicy):
                     # only shrinks): no gang behind it can be admitted in this cycle. Unless a new
                     # gang ahead of it fails in this cycle and so becomes the protected head in its
                     # place (then the walk decides at each step, see IncrementalRetry.keys).
-                    keys = keys[:end]
-        retried = self.keys(cq, keys, ctx, holding, claimant)
-        return merge_keys(iter(cq.active), retried) if cq.active else retried
+                    walk.stop = head.order_key
+        retried = self.keys(cq, walk, ctx, holding, start)
+        if not cq.active:
+            return retried
+        return merge_keys(iter(cq.active) if start is None else _after(iter(cq.active), start), retried)
 
     def node_retry(self, cq: ClusterQueueState, ctx: CycleScratch) -> bool:
         """A retry that only freed node capacity asked for: look at the gangs that failed the node
@@ -522,58 +557,83 @@ class IncrementalRetry(RetryPolicy):
     def keys(
         self,
         cq: ClusterQueueState,
-        keys: list[OrderKey],
+        walk: CandidateWalk,
         ctx: CycleScratch,
         holding: Workload | None = None,
-        claimant: Workload | None = None,
+        start: OrderKey | None = None,
     ) -> Iterator[OrderKey]:
         """The waiting gangs to retry, lazily, in queue order: each next one is the next waiting
         gang while the queue has no protected head at or ahead of it, or has not made its
-        preemption attempt of this cycle; otherwise the next candidate (see
+        preemption attempt of this cycle; otherwise the next candidate of ``walk`` (see
         :meth:`cursor`). Decided at each step, since trying a gang can admit the head
         or make a new one. ``holding``: a head past the starvation timeout, among the candidates,
         whose reservation was left open; when the walk passes it, it ends there if the queue's
-        protected head then starves (it was not admitted, or a gang ahead of it failed).
-        ``claimant``: the gang through which the queue claims, among the keys although it may not
-        fit the bounds (see :meth:`Claims.claimant_head`); it stays among them."""
+        protected head then starves (it was not admitted, or a gang ahead of it failed). ``start``:
+        the walk begins after it.
+
+        A candidate behind the protected head that fails tells the walk that the later gangs of
+        its shape fail too while the state stays as it is (:meth:`CandidateWalk.failed`)."""
         inadmissible = cq.inadmissible  # not changed before the end of the cycle
-        m = len(keys)
-        j = 0
         may_preempt = self.s.may_preempt(cq)
-        quota = self.s.quota
+        s = self.s
+        quota = s.quota
+        nodes = s.nodes
         version = quota.tree_stamp(cq.node)  # the candidates fit what the queue could take then
-        bounds: list[dict[str, int]] = []
-        refilter = False
-        workloads = self.s.workloads
-        key: OrderKey | None = inadmissible.first() if inadmissible else None
+        workloads = s.workloads
+        key: OrderKey | None = None
+        if inadmissible:
+            key = inadmissible.first() if start is None else inadmissible.after(start)
         while key is not None:
+            behind: Workload | None = None  # the protected head the gang is behind, in the candidate walk
             if not (may_preempt and cq.name not in ctx.preempted_in):
                 head = cq.head()
                 if head is not None and head.order_key <= key:
-                    j = bisect.bisect_left(keys, key, j)
                     stamp = quota.tree_stamp(cq.node)
                     if stamp != version:
                         # Admissions since took quota: keep only candidates that still fit.
                         version = stamp
-                        bounds = self.candidate_bounds(cq, ctx)
-                        refilter = True
-                    if refilter:
-                        while (
-                            j < m
-                            and not any(
-                                all(v <= b.get(r, 0) for r, v in workloads[keys[j][3]].totals.items()) for b in bounds
-                            )
-                            and (claimant is None or keys[j] != claimant.order_key)
-                        ):
-                            j += 1
-                    if j == m:
+                        walk.refilter(self.candidate_bounds(cq, ctx))
+                    key = walk.first_from(key, (s.version, s.heads_version, s.config_version, nodes.epoch))
+                    if key is None:
                         return
-                    key = keys[j]
+                    if head.order_key < key:
+                        behind = head
             if holding is not None and key > holding.order_key:
                 holder = self.reservations.holding_head(cq, ctx.now)
                 if holder is not None and self.reservations.starves_all_cycle(holder, ctx):
                     return
                 holding = None
-            yield key
-            j = bisect.bisect_right(keys, key, j)
+            if behind is None:
+                yield key
+            else:
+                before = (s.version, s.heads_version, s.config_version, nodes.epoch)
+                yield key
+                wl = workloads.get(key[3])
+                if (
+                    wl is not None
+                    and wl.state == "Pending"
+                    and wl.cq is cq
+                    and wl.queued == "inadmissible"
+                    and cq.head() is behind
+                    and before == (s.version, s.heads_version, s.config_version, nodes.epoch)
+                ):
+                    walk.failed(wl, before, ctx.now, self.passing_end(wl, ctx.now))
             key = inadmissible.after(key)
+
+    def passing_end(self, wl: Workload, now: float) -> float | None:
+        """``wl`` failed, held back by the reservation of the head its reason names: the time by
+        which a gang of its shape must end to pass that head (``-inf``: none passes; None: not
+        known). A reservation without a time holds back every gang (the head starves); one with a
+        time lets a gang pass only if it ends by then (``now + limit <= time``, as
+        Reservations.blocks compares) or if the head still fits then with the gang running, which
+        depends on the shape alone, and for ``wl``'s shape it did not."""
+        head = wl.cites
+        if wl.reason != "BlockedByReservation" or head is None:
+            return None
+        info = self.reservations.cached(head, now)
+        if info is None or info.never:
+            return None
+        if info.time is None:
+            return -math.inf
+        time: float = info.time
+        return time

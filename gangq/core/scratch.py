@@ -13,6 +13,7 @@ from gangq.core.decisions import Decision
 from gangq.core.model import FlavorResource
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaNode, QuotaTree
+from gangq.core.walk import CandidateWalk
 
 
 class TreeClaims(dict[FlavorResource, dict[str, Workload]]):
@@ -78,6 +79,7 @@ class CycleScratch:
         "preemptors_first",
         "stopped",
         "unplaceable",
+        "walks",
     )
 
     def __init__(self, now: float, decisions: list[Decision]) -> None:
@@ -103,6 +105,8 @@ class CycleScratch:
         # those made during it; they hold until the cycle ends (see Claims.reclaimer_for).
         self.claims: dict[QuotaNode, TreeClaims] = {}
         self.decisions = decisions
+        # Per ClusterQueue: the candidate walk of its retry in this cycle (see CandidateWalk).
+        self.walks: dict[str, CandidateWalk] = {}
 
 
 class ScreenEntry:
