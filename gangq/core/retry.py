@@ -616,6 +616,9 @@ class IncrementalRetry(RetryPolicy):
                     and wl.queued == "inadmissible"
                     and cq.head() is behind
                     and before == (s.version, s.heads_version, s.config_version, nodes.epoch)
+                    # A gang under a hold (its preemptor, its shelter: Attempt.try_gang) failed
+                    # for what only it has done: the others of its shape may fit.
+                    and ctx.now >= wl.shelter_until
                 ):
                     walk.failed(wl, before, ctx.now, self.passing_end(wl, ctx.now))
             key = inadmissible.after(key)

@@ -307,3 +307,11 @@ def test_a_sheltered_gang_is_a_victim_only_of_a_starving_preemptor() -> None:
     assert evicted(e.schedule(7)) == []
     assert e.next_wakeup() == 107
     assert evicted(e.schedule(107)) == ["low"]
+
+
+def test_a_sheltered_gang_does_not_hold_back_the_gangs_of_its_shape() -> None:
+    """A retry skips the gangs of a shape that one of them showed to fail; a sheltered gang fails
+    for what only it has done, and low2, of the same shape, fits the room low may not take."""
+    e = _twice_preempted(1)
+    e.submit(gang("low2", "a", 1, 4, priority=0, t=3.9), 4)
+    assert admitted(e.schedule(4)) == ["low2"]
