@@ -77,34 +77,12 @@ def saturated_scenario(jobs: int, seed: int, load: float, nodes: int = 64, mean_
     from gangq.api.loader import parse_queue_config
     from gangq.core.config import EngineConfig
     from gangq.core.model import NodeSpec
-    from gangq.sim.scenario import Scenario
+    from gangq.sim.scenario import Scenario, gpu_queue_documents
     from gangq.sim.trace import GPU, TraceJob, TracePodSet
 
     rng = random.Random(seed)
     capacity = nodes * 8
-    docs = [
-        {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}, "spec": {}},
-        {
-            "apiVersion": "gangq.io/v1alpha1",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "research"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": capacity}]}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "gangq.io/v1alpha1",
-            "kind": "LocalQueue",
-            "metadata": {"name": "research", "namespace": "research"},
-            "spec": {"clusterQueue": "research"},
-        },
-    ]
+    docs = gpu_queue_documents(capacity, "research", "research", "research")
     sizes = [g for g, _ in GPU_SIZES]
     weights = [w for _, w in GPU_SIZES]
     mean_gpus = sum(g * w for g, w in GPU_SIZES)

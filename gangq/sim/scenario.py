@@ -201,23 +201,24 @@ def _kueue_bound(config: QueueConfig, scale: float) -> float:
     return bound
 
 
-def gang_deadlock(gangs: int = 24, nodes: int = 4, pods: int = 4, gpus_per_pod: int = 4) -> Scenario:
-    """An oversubscribed gang workload: ``gangs`` gangs of ``pods`` pods × ``gpus_per_pod`` GPUs,
-    submitted 0.5 s apart (runs of 10 minutes), on ``nodes`` nodes of 8 GPUs whose quota equals the
-    cluster. Pods of gangs submitted close together interleave in a pod-by-pod scheduler's queue."""
-    capacity = nodes * 8
-    docs: list[dict[str, Any]] = [
+def gpu_queue_documents(
+    gpus: int, cluster_queue: str, namespace: str, local_queue: str, strategy: str = "BestEffortFIFO"
+) -> list[dict[str, Any]]:
+    """The queue configuration of a one-flavor GPU cluster: ResourceFlavor ``gpu``, a ClusterQueue
+    with ``gpus`` GPUs of nominal quota, and a LocalQueue in ``namespace`` pointing at it."""
+    return [
         {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}, "spec": {}},
         {
             "apiVersion": "gangq.io/v1alpha1",
             "kind": "ClusterQueue",
-            "metadata": {"name": "team"},
+            "metadata": {"name": cluster_queue},
             "spec": {
                 "namespaceSelector": {},
+                "queueingStrategy": strategy,
                 "resourceGroups": [
                     {
                         "coveredResources": [GPU],
-                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": capacity}]}],
+                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
                     }
                 ],
             },
@@ -225,10 +226,18 @@ def gang_deadlock(gangs: int = 24, nodes: int = 4, pods: int = 4, gpus_per_pod: 
         {
             "apiVersion": "gangq.io/v1alpha1",
             "kind": "LocalQueue",
-            "metadata": {"name": "jobs", "namespace": "team"},
-            "spec": {"clusterQueue": "team"},
+            "metadata": {"name": local_queue, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
         },
     ]
+
+
+def gang_deadlock(gangs: int = 24, nodes: int = 4, pods: int = 4, gpus_per_pod: int = 4) -> Scenario:
+    """An oversubscribed gang workload: ``gangs`` gangs of ``pods`` pods × ``gpus_per_pod`` GPUs,
+    submitted 0.5 s apart (runs of 10 minutes), on ``nodes`` nodes of 8 GPUs whose quota equals the
+    cluster. Pods of gangs submitted close together interleave in a pod-by-pod scheduler's queue."""
+    capacity = nodes * 8
+    docs = gpu_queue_documents(capacity, "team", "team", "jobs")
     config = parse_queue_config(docs)
     node_specs = [NodeSpec(f"gpu-{i}", {"cpu": 96_000, "memory": 1 << 40, GPU: 8}) for i in range(nodes)]
     jobs = [

@@ -7,35 +7,12 @@ from typing import Any
 
 from gangq.api.loader import parse_queue_config
 from gangq.core import EngineConfig, NodeSpec
-from gangq.sim.scenario import Scenario
+from gangq.sim.scenario import Scenario, gpu_queue_documents
 from gangq.sim.trace import GPU, TraceJob, TracePodSet
 
 
 def gpu_config(gpus: int, cq: str = "team", strategy: str = "BestEffortFIFO") -> list[dict[str, Any]]:
-    return [
-        {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}, "spec": {}},
-        {
-            "apiVersion": "gangq.io/v1alpha1",
-            "kind": "ClusterQueue",
-            "metadata": {"name": cq},
-            "spec": {
-                "namespaceSelector": {},
-                "queueingStrategy": strategy,
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "gangq.io/v1alpha1",
-            "kind": "LocalQueue",
-            "metadata": {"name": "jobs", "namespace": "team"},
-            "spec": {"clusterQueue": cq},
-        },
-    ]
+    return gpu_queue_documents(gpus, cq, "team", "jobs", strategy)
 
 
 def job(name: str, submit: float, duration: float, pods: int, gpus: int, **kw: Any) -> TraceJob:
