@@ -187,6 +187,10 @@ class StreamPositions:
         return time.monotonic() - self.streams[key].arrived_at
 
 
+_OBSERVED: set[Callable[..., AsyncIterator[Any]]] = set()
+"""The wrappers :func:`install` put in place (installed once per process)."""
+
+
 def install() -> bool:
     """Wrap kopf's watch stream so the streams of :data:`TRACKED` report to :data:`CURRENT`
     (once per process; the positions of another operator in the process are its own context's).
@@ -200,9 +204,11 @@ def install() -> bool:
     if original is None:
         log.warning("kopf's watch stream cannot be followed: evictions are confirmed by reads")
         return False
-    if getattr(original, "_gangq_positions", False):
+    if original in _OBSERVED:
         return True
-    watching.infinite_watch = _observed(original)
+    observed = _observed(original)
+    _OBSERVED.add(observed)
+    watching.infinite_watch = observed
     return True
 
 
@@ -217,5 +223,4 @@ def _observed(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asyn
                 stream.arrived(item)
             yield item
 
-    infinite_watch._gangq_positions = True  # type: ignore[attr-defined]
     return infinite_watch
