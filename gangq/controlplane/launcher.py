@@ -59,6 +59,7 @@ CONTROLLERS = (
     "endpointslice-controller",
 )
 READY_TIMEOUT = 90.0
+LISTEN_ATTEMPTS = 3
 
 
 def _same_node(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -139,6 +140,7 @@ class ControlPlane:
         extra_apiserver_args: Iterable[str] = (),
         audit: bool | list[dict[str, Any]] = False,
     ) -> None:
+        self._own_port = not port
         self.port = port or free_port()
         self.nodes = nodes
         self._own_workdir = workdir is None
@@ -194,6 +196,27 @@ class ControlPlane:
                 raise ControlPlaneError(str(err)) from err
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pki.write()
+        for attempt in range(1, LISTEN_ATTEMPTS + 1):
+            try:
+                self._start_storage_and_apiserver()
+                break
+            except ControlPlaneError as err:
+                # Another process bound a chosen port between free_port() and the component's own
+                # bind: choose new ports and start again (a port given by the caller is kept).
+                if "address already in use" not in str(err) or attempt == LISTEN_ATTEMPTS:
+                    raise
+                self.announce(f"a port was taken before it was bound; starting again ({err})")
+                self.stop_processes()
+                shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+                for name in ("etcd", "kube-apiserver"):
+                    (self.workdir / f"{name}.log").unlink(missing_ok=True)
+                if self._own_port:
+                    self.port = free_port()
+                    self.url = f"https://127.0.0.1:{self.port}"
+                    self._kubeconfigs.clear()
+        self._start_controllers_and_nodes()
+
+    def _start_storage_and_apiserver(self) -> None:
         etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.announce(f"starting etcd on {etcd_url}")
@@ -226,6 +249,8 @@ class ControlPlane:
             *self.extra_apiserver_args,
         ])
         self._wait("kube-apiserver", self._apiserver_ready)
+
+    def _start_controllers_and_nodes(self) -> None:
         self.announce("starting kube-controller-manager and kube-scheduler")
         self._run("kube-controller-manager", [
             f"--kubeconfig={self.kubeconfig('controller-manager')}",
@@ -260,14 +285,18 @@ class ControlPlane:
         self.announce(f"control plane ready: {self.url} ({self.server_version()})")
 
     def stop(self) -> None:
+        self.stop_processes()
+        if self._own_workdir and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_processes(self) -> None:
+        """Stop every component started, the last first; the working directory stays."""
         for process in reversed(self.processes):
             try:
                 process.stop()
             except OSError as err:  # already gone
                 log.debug("stopping %s: %s", process.name, err)
         self.processes.clear()
-        if self._own_workdir and not self.keep_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> ControlPlane:
         self.start()

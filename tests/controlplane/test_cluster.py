@@ -8,6 +8,7 @@ import ssl
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gangq.controlplane.build import KUBERNETES_VERSION
@@ -108,3 +109,43 @@ def test_the_admins_certificate_kubeconfig_authenticates_as_the_admin(control_pl
     with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
         info = json.loads(resp.read())["status"]["userInfo"]
     assert info["username"] == "gangq-admin" and "system:masters" in info["groups"]
+
+
+def test_a_port_taken_before_the_api_server_binds_it_is_chosen_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between choosing a free port and kube-apiserver binding it, another process may take it;
+    the control plane chooses new ports and starts instead of failing."""
+    import socket
+
+    from gangq.controlplane import launcher
+    from tests.conftest import require_real_control_plane
+
+    require_real_control_plane()
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    taken_port = taken.getsockname()[1]
+    monkeypatch.setattr(launcher, "free_port", lambda: taken_port)  # the constructor's choice
+    cp = ControlPlane(workdir=tmp_path / "cp", nodes="1x{cpu:4}")
+    monkeypatch.undo()
+    try:
+        assert cp.port == taken_port
+        cp.start()
+        assert cp.port != taken_port
+        assert cp.server_version() == KUBERNETES_VERSION
+        assert not (tmp_path / "cp" / "kube-apiserver.log").read_text().count("address already in use")
+    finally:
+        cp.stop()
+        taken.close()
+
+
+def test_free_ports_are_chosen_below_the_ephemeral_range() -> None:
+    """Client connections take their source ports from the ephemeral range; a listener's port
+    chosen there can be taken before the listener binds it."""
+    from gangq.sandbox.runtime import _ephemeral_range, free_port
+
+    low, _ = _ephemeral_range()
+    ports = {free_port() for _ in range(20)}
+    assert all(10000 <= port < low for port in ports)
+    assert len(ports) > 1
