@@ -208,6 +208,10 @@ class Preemption:
             if deferred:
                 self.s.deferred_preemptions[cq.name] = None
             return None
+        if not self.quota_could_suffice(cq, a, [v for _, v in keyed]):
+            if deferred:
+                self.s.deferred_preemptions[cq.name] = None
+            return None
         keyed.sort(key=lambda item: item[0])
         candidates = [v for _, v in keyed]
         stmt = Statement(self.s.quota, self.s.nodes)
@@ -251,6 +255,21 @@ class Preemption:
         if victims is None and deferred:
             self.s.deferred_preemptions[cq.name] = None
         return victims
+
+    def quota_could_suffice(self, cq: ClusterQueueState, a: Assignment, candidates: list[Workload]) -> bool:
+        """Could releasing every candidate give ``cq`` the quota of ``a``? Releasing usage raises
+        what a queue may take by at most the amount released, so when the quota available now
+        plus every candidate's usage falls short in some flavor-resource, no victim set exists.
+
+        A necessary condition checked without a what-if: on a saturated cluster nearly every
+        search fails (the waiting heads outrank no running gang by enough), and trying each one
+        by releasing every candidate and checking after each cost more than all else together."""
+        available = self.s.quota.available
+        for fr, amount in a.usage.items():
+            short = amount - available(cq.node, fr)
+            if short > 0 and sum(v.usage.get(fr, 0) for v in candidates) < short:
+                return False
+        return True
 
     def admitted_now(self, victim: Workload, now: float) -> bool:
         """Was ``victim`` admitted at ``now``, the time of this ``schedule`` call? Then it is no

@@ -315,3 +315,30 @@ def test_a_sheltered_gang_does_not_hold_back_the_gangs_of_its_shape() -> None:
     e = _twice_preempted(1)
     e.submit(gang("low2", "a", 1, 4, priority=0, t=3.9), 4)
     assert admitted(e.schedule(4)) == ["low2"]
+
+
+def test_a_search_that_no_victim_set_can_satisfy_in_quota_makes_no_what_if(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """On a saturated cluster nearly every preemptor's search fails; the quota that all its
+    candidates hold, with what is free, is checked before any trial release."""
+    from gangq.core import preemption
+
+    trials: list[int] = []
+    real = preemption.minimal_victims
+
+    def counted(candidates, *rest):  # type: ignore[no-untyped-def]
+        trials.append(len(candidates))
+        return real(candidates, *rest)
+
+    monkeypatch.setattr(preemption, "minimal_victims", counted)
+    e = engine()
+    add_nodes(e, "a100", 2)
+    add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
+    e.submit(gang("mid", "q", 1, 8, priority=5, t=1), 0)
+    assert sorted(admitted(e.schedule(0))) == ["low", "mid"]
+    e.submit(gang("wide", "q", 2, 8, priority=3, t=2), 1)  # 16 GPUs; only "low" (8) is below it
+    assert evicted(e.schedule(1)) == []
+    assert trials == []
+    e.submit(gang("top", "q", 2, 8, priority=9, t=3), 2)  # both are below it: 16 GPUs
+    assert sorted(evicted(e.schedule(2))) == ["low", "mid"]
+    assert trials == [2]
