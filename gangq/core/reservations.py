@@ -17,6 +17,7 @@ from gangq.core.flavors import (
     Assignment,
     Candidates,
 )
+from gangq.core.model import FlavorResource
 from gangq.core.placement import Placement
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.scratch import CycleScratch
@@ -207,13 +208,37 @@ class Reservations:
         """In an open what-if, release the runners with a runtime limit in the order of their
         expected end until ``head`` fits: the end that lets it, or None. Runners past their
         expected end have no known end (their runtime was an estimate, or the limit is not
-        enforced): only the others give a time."""
+        enforced): only the others give a time.
+
+        The placement is tried only once the quota released in ``cq``'s tree could cover some
+        flavor option (releasing usage raises what a queue may take by at most the amount
+        released, and quota of other trees is no room for it): on a saturated cluster a head
+        waits for many runners to end, and trying it after each one made a reservation cost
+        grow with the number of runners."""
+        available = self.s.quota.available
+        short: list[dict[FlavorResource, int]] = []
+        for a in cands.assignments:
+            missing: dict[FlavorResource, int] = {}
+            for fr, need in a.usage.items():
+                have = available(cq.node, fr)
+                if need > have:
+                    missing[fr] = need - have
+            short.append(missing)
+        top = cq.node.top
         for end, _, key in self.s.running_by_end.iter_from((now, -1, "")):
             runner = self.s.workloads.get(key)
             if runner is None or runner.cq is None or key in released:
                 continue
             self.placement.release_in_statement(runner)
-            if self.placement.fits_any(cq, head, cands, nodes_checked):
+            if runner.cq.node.top is top:
+                for still in short:
+                    for fr in [fr for fr in still if fr in runner.usage]:
+                        left = still[fr] - runner.usage[fr]
+                        if left > 0:
+                            still[fr] = left
+                        else:
+                            del still[fr]
+            if any(not still for still in short) and self.placement.fits_any(cq, head, cands, nodes_checked):
                 time: float = end
                 return time
         return None

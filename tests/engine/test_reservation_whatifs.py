@@ -81,3 +81,37 @@ def test_a_head_whose_older_reservations_must_be_worked_out_answers_the_same() -
     # it is never placed), then hb placed again to hold its place while ha's is checked.
     assert e.whatifs == ["ns/hb", "ns/hb"]
     assert info.time is None and not info.never
+
+
+class FitCounting(Placement):
+    """Counts the what-if fit tests of every flavor option (Placement.fits_any)."""
+
+    def __init__(self, placement: Placement) -> None:
+        super().__init__(placement.s)
+        self.fit_tests = 0
+
+    def fits_any(self, *args: Any) -> bool:
+        self.fit_tests += 1
+        return super().fits_any(*args)
+
+
+def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_it() -> None:
+    """A head that needs the whole queue waits for 32 runners to end: it is placed once, after
+    the last, not after each (a reservation's cost grew with the number of runners)."""
+    e = Engine(EngineConfig(pods_ready_timeout=None))
+    counting = FitCounting(e.placement)
+    for module in (e, e.claims, e.reservations, e.retry, e.preemption, e.attempt, e.reasons):
+        module.placement = counting  # type: ignore[misc]
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "a100", 4)
+    add_queue(e, "q", [quota("a100", 256, 32)])
+    for i in range(32):
+        e.submit(gang(f"r{i}", "q", 1, 1, t=i, runtime=10 + i), 0)
+    assert len(admitted(e.schedule(0))) == 32
+    e.submit(gang("big", "q", 4, 8, t=100), 1)
+    assert admitted(e.schedule(1)) == []
+    e.reservations.cache.clear()
+    counting.fit_tests = 0
+    info = e.reservations.reservation(e.workloads["ns/big"], 1)
+    assert info.time == 41  # the last runner's expected end
+    assert counting.fit_tests == 1
