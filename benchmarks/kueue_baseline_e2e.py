@@ -90,7 +90,6 @@ RUNNER_AGENT = "gangq-kueue-baseline-runner/1"
 
 CONTROLLER_CONFIG: dict[str, Any] = {
     "podsReady": {"enable": False},  # no pods in this test
-    "preemption": {"budget": 1},  # as the simulator's kueue-baseline scenario (docs/simulate.md)
     "api": {"qps": 2000, "burst": 4000},
     "metricsPort": None,  # a free port, chosen when the controller starts
 }

@@ -176,7 +176,12 @@ class Attempt:
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
         if target is None and quota_ok and node_failure:
             target = quota_ok[0]
-        if target is not None and cq.name not in ctx.preempted_in and self.s.may_preempt(cq):
+        if (
+            target is not None
+            and cq.name not in ctx.preempted_in
+            and self.s.may_preempt(cq)
+            and not self.preemption.delayed(wl, ctx.now)
+        ):
             ctx.preempted_in.add(cq.name)
             victims = self.preemption.victims_suffice(cq, wl, cands, nodes_checked, ctx)
             if victims is None:

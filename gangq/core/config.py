@@ -27,6 +27,11 @@ class EngineConfig:
     - ``preemption_grace``: seconds after its last admission during which a gang that has been
       evicted before is chosen as a preemption victim only if no victim set without such gangs
       lets the preemptor in (0: no grace). See docs/engine.md, Preemption.
+    - ``preemption_delay``: seconds a gang must have waited since it was queued (or requeued)
+      before it may preempt (0: at once). Capacity often comes free on its own within moments —
+      short gangs end, finishes and evictions the controller has not seen yet complete — and a
+      preemption then kills a running job for room that was coming anyway. YuniKorn's
+      ``preemption.delay`` has the same meaning. See docs/engine.md, Preemption.
     - ``preemption_shelter``: a gang preempted this many times is admitted again only where no
       gang waiting now could preempt it: not by borrowing, and in a ClusterQueue that preempts
       within itself only while its protected head could not preempt it, for at most the
@@ -41,6 +46,7 @@ class EngineConfig:
         "fair_sharing",
         "pods_ready_timeout",
         "preemption_budget",
+        "preemption_delay",
         "preemption_grace",
         "preemption_shelter",
         "requeue_timestamp",
@@ -59,6 +65,7 @@ class EngineConfig:
         preemption_budget: int | None = None,
         preemption_grace: float = 300.0,
         preemption_shelter: int | None = 2,
+        preemption_delay: float = 5.0,
     ) -> None:
         if pods_ready_timeout is not None and pods_ready_timeout <= 0:
             raise ValueError("pods_ready_timeout must be positive or None")
@@ -86,3 +93,6 @@ class EngineConfig:
         if preemption_shelter is not None and preemption_shelter < 1:
             raise ValueError("preemption_shelter must be >= 1 or None")
         self.preemption_shelter = preemption_shelter
+        if preemption_delay < 0:
+            raise ValueError("preemption_delay must be >= 0")
+        self.preemption_delay = preemption_delay

@@ -256,6 +256,18 @@ class Preemption:
             self.s.deferred_preemptions[cq.name] = None
         return victims
 
+    def delayed(self, wl: Workload, now: float) -> bool:
+        """Is ``wl`` still inside its preemption delay (``EngineConfig.preemption_delay``)? Then it
+        waits for capacity to come free on its own, and a timer retries its queue when the delay
+        ends, so that it preempts then if it still does not fit."""
+        ready_at = wl.pending_since + self.s.config.preemption_delay
+        if now >= ready_at:
+            return False
+        if wl.preempt_at != ready_at:
+            wl.preempt_at = ready_at
+            self.s.add_timer(ready_at, "preempt", wl.key, wl.admit_count)
+        return True
+
     def quota_could_suffice(self, cq: ClusterQueueState, a: Assignment, candidates: list[Workload]) -> bool:
         """Could releasing every candidate give ``cq`` the quota of ``a``? Releasing usage raises
         what a queue may take by at most the amount released, so when the quota available now

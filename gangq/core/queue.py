@@ -94,6 +94,7 @@ class Workload:
         "planned",
         "pods",
         "pods_ready",
+        "preempt_at",
         "preempted",
         "queue_ts",
         "queued",
@@ -175,6 +176,7 @@ class Workload:
         self.preempted = 0  # times it was evicted by preemption (see Attempt.sheltered)
         self.shelter_until = 0.0  # until when Attempt.sheltered applies
         self.starve_at = 0.0  # a timer retries its queue then (see Preemption.find_victims)
+        self.preempt_at = 0.0  # its preemption delay ends then; a timer retries its queue (Preemption.delayed)
         # While it waits for its victims: the quota of the option it chose them for (see
         # Reservations.charge_claims).
         self.claim: dict[FlavorResource, int] = {}

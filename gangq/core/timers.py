@@ -1,6 +1,7 @@
 """Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
 timeouts, the end of a requeue backoff, the end of a preempted gang's holds (its preemptor, its
-shelter), a preemptor's starvation (then sheltered gangs are victims too), the drains of
+shelter), a preemptor's starvation (then sheltered gangs are victims too), the end of a gang's
+preemption delay, the drains of
 ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and the eviction of admitted
 workloads an admin deactivated.
 """
@@ -44,6 +45,8 @@ class Timers:
             return wl.state == "Pending" and wl.shelter_until == time
         if kind == "starve":
             return wl.state == "Pending" and wl.starve_at == time
+        if kind == "preempt":
+            return wl.state == "Pending" and wl.preempt_at == time
         return wl.state == "Pending" and wl.requeue_at is not None
 
     def run(self, now: float, decisions: list[Decision]) -> None:
@@ -59,8 +62,9 @@ class Timers:
                 wl.held_for = None
                 if wl.cq is not None:
                     self.s.request_retry(wl.cq)
-            elif kind == "starve":
-                # A starving preemptor may take sheltered victims (Preemption.find_victims).
+            elif kind in ("starve", "preempt"):
+                # A starving preemptor may take sheltered victims (Preemption.find_victims); a
+                # gang whose preemption delay has ended may preempt (Preemption.delayed).
                 if wl.cq is not None:
                     self.s.request_retry(wl.cq)
             else:

@@ -60,6 +60,8 @@ class PreemptionConfig(_Model):
     # a gang preempted this many times is admitted again only where no waiting gang preempts it
     # again (null: off)
     shelter_after: int | None = Field(2, alias="shelterAfter", ge=1)
+    # a gang may preempt only once it has waited this long since it was queued (0: at once)
+    delay_seconds: float = Field(5.0, alias="delaySeconds", ge=0)
 
 
 class EventsConfig(_Model):
@@ -163,6 +165,7 @@ class OperatorConfig(_Model):
             preemption_budget=self.preemption.budget,
             preemption_grace=self.preemption.grace_seconds,
             preemption_shelter=self.preemption.shelter_after,
+            preemption_delay=self.preemption.delay_seconds,
         )
 
 

@@ -95,6 +95,7 @@ def _engine_config(
     starvation_timeout: float | None,
     fair_sharing: bool | None,
     preemption_budget: int | None = None,
+    preemption_delay: float | None = None,
 ) -> EngineConfig:
     return EngineConfig(
         pods_ready_timeout=(pods_ready_timeout or None) if pods_ready_timeout is not None else base.pods_ready_timeout,
@@ -105,6 +106,9 @@ def _engine_config(
         starvation_timeout=starvation_timeout if starvation_timeout is not None else base.starvation_timeout,
         fair_sharing=fair_sharing if fair_sharing is not None else base.fair_sharing,
         preemption_budget=(preemption_budget or None) if preemption_budget is not None else base.preemption_budget,
+        preemption_grace=base.preemption_grace,
+        preemption_shelter=base.preemption_shelter,
+        preemption_delay=preemption_delay if preemption_delay is not None else base.preemption_delay,
     )
 
 
@@ -214,6 +218,10 @@ def simulate(
         int | None,
         typer.Option(help="engine: a gang evicted this many times is no longer a preemption victim (0: no limit)"),
     ] = None,
+    preemption_delay: Annotated[
+        float | None,
+        typer.Option(help="engine: seconds a gang must have waited before it may preempt (0: at once)", min=0),
+    ] = None,
     runtime_limits: Annotated[
         float | None, typer.Option(help="give jobs a runtime limit of FACTOR × their duration (enables backfill)")
     ] = None,
@@ -262,7 +270,12 @@ def simulate(
             csv_default,
         )
         base.engine_config = _engine_config(
-            base.engine_config, pods_ready_timeout, starvation_timeout, fair_sharing, preemption_budget
+            base.engine_config,
+            pods_ready_timeout,
+            starvation_timeout,
+            fair_sharing,
+            preemption_budget,
+            preemption_delay,
         )
         base.runtime_estimates = runtime_estimates
         if not 0.0 <= estimate_quantile <= 1.0:

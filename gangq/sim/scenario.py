@@ -181,7 +181,7 @@ def kueue_baseline(scale: float = 1.0, config_path: Path | None = None) -> Scena
         config,
         [],
         jobs,
-        EngineConfig(pods_ready_timeout=None, preemption_budget=1),
+        EngineConfig(pods_ready_timeout=None),
         resource="cpu",
         classes=["small", "medium", "large"],
         info={"quota_bound_makespan_s": bound, "scale": scale},

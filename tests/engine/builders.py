@@ -29,7 +29,9 @@ def quota(flavor: str, cpu: int, gpu: int, gpu_borrow: int | None = None, gpu_le
 
 
 def engine(config: EngineConfig | None = None) -> Engine:
-    e = Engine(config or EngineConfig(pods_ready_timeout=None))
+    """An engine for rule tests: no pods-ready timeout, and gangs may preempt as soon as they
+    wait (the preemption delay has tests of its own)."""
+    e = Engine(config or EngineConfig(pods_ready_timeout=None, preemption_delay=0))
     e.upsert_namespace("ns", {})
     return e
 

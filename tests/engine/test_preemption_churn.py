@@ -12,7 +12,7 @@ from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quo
 
 
 def _grace_run(grace: float) -> list[str]:
-    e = engine(EngineConfig(pods_ready_timeout=None, preemption_grace=grace))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, preemption_grace=grace))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
     e.submit(gang("old", "q", 1, 8, priority=1, t=0), 0)
@@ -210,7 +210,7 @@ def test_victims_waiting_for_their_preemptor_go_when_it_leaves() -> None:
 def test_victims_wait_for_their_preemptor_at_most_the_starvation_timeout() -> None:
     """After that, p (waiting since t=1) starves, and its reservation holds back its queue: v
     waits for it as any gang behind a starving head does."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=100))
     _preemptor_outpaced_by_a_lender(e)
     assert admitted(e.schedule(50)) == []
     assert e.next_wakeup() == 103
@@ -224,7 +224,12 @@ def _twice_preempted(shelter: int | None, starvation_timeout: float = 1800.0) ->
     """low (a, 4 GPUs) is preempted by hi1 (a, 4 GPUs; y fills the rest of a's 8); hi2 (8 GPUs)
     then waits for a's whole quota."""
     e = engine(
-        EngineConfig(pods_ready_timeout=None, preemption_shelter=shelter, starvation_timeout=starvation_timeout)
+        EngineConfig(
+            preemption_delay=0,
+            pods_ready_timeout=None,
+            preemption_shelter=shelter,
+            starvation_timeout=starvation_timeout,
+        )
     )
     add_nodes(e, "a100", 2)
     add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool",

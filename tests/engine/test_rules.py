@@ -354,7 +354,7 @@ def test_gangs_behind_a_preemptor_do_not_take_the_capacity_it_frees() -> None:
 
 
 def test_reservation_lets_short_gangs_backfill_but_not_delay_the_head() -> None:
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10_000))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10_000))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 16)])
     e.submit(gang("runner", "q", 1, 8, runtime=100), 0)
@@ -369,7 +369,7 @@ def test_reservation_lets_short_gangs_backfill_but_not_delay_the_head() -> None:
 
 
 def test_starvation_timeout_stops_small_gangs_passing_the_head() -> None:
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=100))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 16)])
     e.submit(gang("runner", "q", 1, 8), 0)  # no runtime limit: no reservation time
@@ -388,7 +388,7 @@ def test_a_node_change_that_leaves_the_holding_head_unable_to_fit_lets_gangs_beh
     leaves its flavor (relabelled here; shrunk, tainted, cordoned or deleted alike) can end that,
     and frees no capacity there: the gangs the head held back are retried at once, instead of
     waiting for some unrelated change."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=100))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=100))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 16)])
     e.submit(gang("runner", "q", 1, 8), 0)  # no runtime limit: no reservation time
@@ -405,7 +405,7 @@ def test_a_node_change_that_leaves_the_holding_head_unable_to_fit_lets_gangs_beh
 
 
 def test_pods_ready_timeout_evicts_with_exponential_backoff_then_deactivates() -> None:
-    cfg = EngineConfig(pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=2)
+    cfg = EngineConfig(preemption_delay=0, pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=2)
     e = engine(cfg)
     add_nodes(e, "a100", 1)
     add_queue(e, "q", [quota("a100", 64, 8)])
@@ -480,7 +480,7 @@ def test_a_gang_reactivated_before_its_eviction_ran_is_not_evicted() -> None:
 
 
 def test_gang_with_running_pods_is_not_timed_out() -> None:
-    e = engine(EngineConfig(pods_ready_timeout=60))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=60))
     add_nodes(e, "a100", 1)
     add_queue(e, "q", [quota("a100", 64, 8)])
     e.submit(gang("g", "q", 2, 4), 0)
@@ -620,7 +620,7 @@ def test_required_node_affinity_picks_the_flavor_and_the_nodes() -> None:
 
 
 def _budget_run(budget: int | None) -> tuple[list[str], str]:
-    e = engine(EngineConfig(pods_ready_timeout=None, preemption_budget=budget))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, preemption_budget=budget))
     add_nodes(e, "a100", 1)
     add_queue(e, "q", [quota("a100", 64, 8)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
     e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
@@ -649,7 +649,7 @@ def test_a_resubmitted_gang_keeps_its_admission_history() -> None:
     """The controller resubmits a pending gang whenever its object changes (its own suspending
     patch among them): the preemption budget must still see the earlier admissions, or one gang
     is preempted again and again."""
-    e = engine(EngineConfig(pods_ready_timeout=None, preemption_budget=1))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, preemption_budget=1))
     add_nodes(e, "a100", 1)
     add_queue(e, "q", [quota("a100", 64, 8)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
     e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
@@ -666,7 +666,7 @@ def test_a_resubmitted_gang_keeps_its_admission_history() -> None:
 
 
 def test_a_gang_resubmitted_during_its_backoff_is_requeued_when_it_ends() -> None:
-    cfg = EngineConfig(pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=5)
+    cfg = EngineConfig(preemption_delay=0, pods_ready_timeout=60, backoff_base=10, backoff_max=15, backoff_limit=5)
     e = engine(cfg)
     add_nodes(e, "a100", 1)
     add_queue(e, "q", [quota("a100", 64, 8)])
@@ -684,7 +684,7 @@ def test_a_gang_resubmitted_during_its_backoff_is_requeued_when_it_ends() -> Non
 def test_a_runner_past_its_expected_end_gives_no_reservation_time() -> None:
     """Expected ends may be estimates: once a runner is past its own, nobody knows when it ends,
     so the head falls back to the starvation timeout instead of a reservation in the past."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=1000))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=1000))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 16)])
     e.submit(gang("runner", "q", 1, 8, runtime=100), 0)
@@ -708,7 +708,7 @@ def test_a_head_whose_reservation_slipped_past_the_starvation_timeout_lets_nobod
     """Expected ends may be estimates that runners overrun: each recomputed reservation is then
     later than the last. Once the time first promised to the head is a starvation timeout ago, the
     promises are not trusted any more: nothing passes the head until it fits."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=200))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=200))
     add_nodes(e, "a100", 3)
     add_queue(e, "q", [quota("a100", 256, 24)])
     e.submit(gang("a", "q", 1, 8, t=0, runtime=100), 0)
@@ -752,7 +752,7 @@ def test_a_head_held_back_by_an_older_starving_head_does_not_hold_back_its_own_q
     """hb fits the free quota but borrows, and ha, older and starving in the cohort, holds every
     borrower back: hb cannot start. Its queue must not wait behind it too (s fits b's own
     quota): otherwise heads queue up in chains behind one starving gang and nothing runs."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 4)
     add_queue(e, "a", [quota("a100", 256, 8)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "b", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
@@ -784,7 +784,7 @@ def test_a_holding_head_whose_pod_sets_split_over_flavors_is_retried_when_one_fl
     """q's head needs 8 GPUs in two pod sets of 4, which may take different flavors. It has
     starved, so it holds its queue. When 4 a100 GPUs come free in the cohort it fits as
     4 a100 + 4 h100, although no single flavor has its total of 8 free: it must be retried."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=60))
     add_nodes(e, "a100", 2)
     add_nodes(e, "h100", 2)
     add_queue(e, "q", [quota("a100", 256, 4), quota("h100", 256, 4)], cohort="pool", mode="QuotaOnly")
@@ -817,7 +817,7 @@ def test_a_release_that_a_holding_head_cannot_use_is_retried_when_a_new_gang_tak
     """q's starved head h holds its queue, so a release h cannot use is not retried there. But
     if a new, higher-priority gang then fails and becomes q's head instead (it has not starved:
     it holds nothing back), the gangs behind may use that release in the same cycle."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=60))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=60))
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "o", [quota("a100", 256, 4)], cohort="pool", mode="QuotaOnly")
@@ -840,7 +840,7 @@ def test_deleting_a_waiting_head_drops_the_reservations_worked_out_with_its_clai
     h, which would borrow 2 of them, is kept out by that claim, and its reservation says so. a1 is
     deleted while it waits: its claim is gone, and no reservation may still count it (one cached
     from before once did, since deleting a head changed no version)."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 2)
     add_queue(e, "a", [quota("x", 64, 8)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "b", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
@@ -1006,7 +1006,7 @@ def test_between_claimants_that_do_not_fit_together_priority_comes_first_and_nob
 def _starving_borrower() -> Engine:
     """l has 8 GPUs and 1 CPU, s 64 CPUs and no GPUs. s's r uses 10 CPUs and c's r2 borrows 6 of
     l's GPUs; s's sg (60 CPUs, 4 GPUs borrowed from l) waits, and starves after 10 s."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 2)
     add_queue(e, "l", [quota("x", 1, 8)], cohort="pool", mode="QuotaOnly")
     add_queue(e, "s", [quota("x", 64, 0)], cohort="pool", mode="QuotaOnly")
@@ -1068,7 +1068,7 @@ def test_a_head_whose_pods_never_fit_together_does_not_hold_its_queue() -> None:
     """big needs 3 pods of 4 GPUs; the nodes have 6, 3, 2, 4 and 3 GPUs: 18 in all, and each pod
     fits some node, but only two nodes take one. It never fits, so past the starvation timeout it
     must not hold its queue: it did, and small waited on an idle cluster (random world 2)."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     for i, gpus in enumerate((6, 3, 2, 4, 3)):
         add_nodes(e, "a100", 1, gpu=gpus, prefix=f"n{i}")
     add_queue(e, "q", [quota("a100", 64, 32)])
@@ -1083,7 +1083,7 @@ def test_a_gang_held_back_in_one_flavor_by_a_reservation_is_admitted_in_another(
     GPUs, which delays h: held back there. In flavor y it fits a's own quota and delays nobody:
     it is admitted there. The search used to stop at the first flavor a reservation held it back
     in, and in random world 3 three heads then held each other on an idle cluster."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 1)
     add_nodes(e, "y", 1)
     add_queue(e, "a", [quota("x", 64, 2), quota("y", 64, 8)], cohort="pool")
@@ -1105,7 +1105,7 @@ def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_
     its victim. With r counted as released, h fits "now" and g does not delay it: g is
     admitted in the same scheduling call. It used to wait until r's eviction was done (b was
     not retried: only the queues that may preempt are, when a gang is evicted)."""
-    e = engine(EngineConfig(pods_ready_timeout=30, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=30, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_queue(
         e, "a", [quota("a100", 64, 8)], cohort="pool", preemption=PreemptionSpec(within_cluster_queue="LowerPriority")
@@ -1122,7 +1122,7 @@ def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried
     pod goes, g fits y and delays nobody: it is admitted at the next scheduling call. It used to
     wait for h's admission (only the holder's admission or leave retried it; b's head b0 lacks
     quota, and so does not wait for nodes)."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 1, gpu=8)
     add_nodes(e, "y", 1, gpu=24)
     add_queue(e, "a", [quota("x", 64, 8)], cohort="pool")
@@ -1149,7 +1149,7 @@ def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_wh
     may preempt b's low-priority l. It does so in the scheduling call that admits x. It used to
     wait: its holder holds it until it is admitted or leaves, and only that retried it (random
     world 82 at 40 s, where the gangs behind such a head then passed it)."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_lender_and_preempting_queue(e, "a", 8, "b", 2)
     e.submit(gang("l", "b", 1, 2), 0)
@@ -1173,7 +1173,7 @@ def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
     claims, so p preempts b1 and lo, and fits q's own quota once they stop. It used to preempt
     b1 alone, then wait behind the claim while lh took the room, and preempt again (in the
     benchmark's preempting mode, victims were admitted again into such room at once)."""
-    e = engine(EngineConfig(pods_ready_timeout=None))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None))
     add_nodes(e, "a100", 4, gpu=8)
     add_lender_and_preempting_queue(e, "l", 8, "q", 4)
     e.submit(gang("r", "l", 1, 4), 0)
@@ -1196,7 +1196,7 @@ def test_a_preemptor_whose_stopping_victims_no_longer_suffice_preempts_more_at_o
     p chooses b too, in the scheduling call that admits x. It used to wait for an unrelated
     event (random worlds 143 and 258 with CPU-only gangs, where gangs behind the preemptor then
     passed it)."""
-    e = engine(EngineConfig(pods_ready_timeout=None))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None))
     add_nodes(e, "a100", 2, gpu=8)
     add_lender_and_preempting_queue(e, "o", 4, "q", 4)
     e.submit(gang("v", "q", 1, 4), 0)

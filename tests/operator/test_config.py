@@ -16,7 +16,7 @@ def test_the_example_file_is_the_defaults() -> None:
     example = load_config(ROOT / "policies" / "operator-config.yaml").engine_config()
     default = parse_config({}).engine_config()
     for field in ("pods_ready_timeout", "starvation_timeout", "fair_sharing", "preemption_budget",
-                  "preemption_grace", "preemption_shelter"):
+                  "preemption_grace", "preemption_shelter", "preemption_delay"):
         assert getattr(example, field) == getattr(default, field), field
     assert default.preemption_budget is None  # Kueue's behaviour unless an admin sets a budget
 
@@ -44,3 +44,11 @@ def test_the_preemption_shelter_reaches_the_engine() -> None:
     with pytest.raises(SpecError) as info:
         parse_config({"preemption": {"shelterAfter": 0}}, "cfg.yaml")
     assert info.value.field == "preemption.shelterAfter"
+
+
+def test_the_preemption_delay_reaches_the_engine_and_a_bad_value_names_the_field() -> None:
+    assert parse_config({}, "test").engine_config().preemption_delay == 5.0
+    assert parse_config({"preemption": {"delaySeconds": 0}}, "test").engine_config().preemption_delay == 0.0
+    with pytest.raises(SpecError) as info:
+        parse_config({"preemption": {"delaySeconds": -1}}, "cfg.yaml")
+    assert info.value.field == "preemption.delaySeconds"

@@ -86,7 +86,8 @@ def test_preemption_within_queue_and_reclaim_within_cohort(cluster_factory: Call
         {"apiVersion": "gangq.io/v1alpha1", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"},
          "value": 100},
     ]
-    with gang_cluster(cluster_factory, "2x{cpu:4,memory:16Gi}", docs) as (sb, runner):
+    # Preempting at once: the gangs preempted here would end on their own within the default delay.
+    with gang_cluster(cluster_factory, "2x{cpu:4,memory:16Gi}", docs, preemption={"delaySeconds": 0}) as (sb, runner):
         # b borrows a's idle quota with a low-priority gang; then a wants its quota back
         apply(sb, [jobset("borrower", "qb", replicas=2, requests={"cpu": 3}, run_seconds=2.0)])
         wait_for(lambda: running_pods(sb, "borrower") == 2, 10, "the borrower to run")

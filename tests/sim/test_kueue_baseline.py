@@ -42,12 +42,23 @@ def test_reduced_scale_run_reports_kueue_measures() -> None:
     assert s["min_cq_usage_pct"] == min(v["usage_pct"] for v in s["cluster_queues"].values())
 
 
-def test_no_gang_loses_its_work_twice() -> None:
-    """The scenario's preemption budget of 1: the same medium gangs were re-admitted into the
-    0.2 s gaps between a queue's large gangs and preempted again, forever (no medium finished
-    before the large gangs stopped arriving). Each gang is now preempted at most once."""
+def test_large_gangs_wait_for_capacity_that_comes_free_instead_of_preempting() -> None:
+    """Medium and small gangs end within a second; with the default preemption delay a large gang
+    is admitted into the room they leave instead of killing them (Kueue's own run evicts, gangq
+    preempted every medium gang in the gaps between large ones)."""
     sc = kueue_baseline(0.1)
-    assert sc.engine_config.preemption_budget == 1
+    assert sc.engine_config.preemption_delay == 5.0 and sc.engine_config.preemption_budget is None
+    s = summarize(Simulator(sc, make_policy("gangq")).run())
+    assert s["evictions"] == 0
+    assert s["classes"]["large"]["max_wait_s"] < 1.0
+
+
+def test_without_a_delay_a_budget_of_one_lets_no_gang_lose_its_work_twice() -> None:
+    """Preempting at once, the same medium gangs were re-admitted into the 0.2 s gaps between a
+    queue's large gangs and preempted again; a budget of 1 preempts each at most once."""
+    sc = kueue_baseline(0.1)
+    sc.engine_config.preemption_delay = 0
+    sc.engine_config.preemption_budget = 1
     result = Simulator(sc, make_policy("gangq")).run()
     assert max(r.preempted for r in result.runs) == 1
     # Preemption by priority still happens, once per gang.

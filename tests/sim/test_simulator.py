@@ -114,7 +114,7 @@ def _priority_scenario(checkpoint: float) -> Scenario:
         config,
         [NodeSpec("n0", {GPU: 8})],
         jobs,
-        EngineConfig(pods_ready_timeout=None),
+        EngineConfig(pods_ready_timeout=None, preemption_delay=0),
         eviction_latency=5.0,
         checkpoint=checkpoint,
     )
