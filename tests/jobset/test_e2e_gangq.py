@@ -19,6 +19,7 @@ from tests.operator.helpers import (
     install,
     jobset,
     local_queue,
+    operator_config,
     operator_thread,
     wait_for,
 )
@@ -32,7 +33,9 @@ def gangq(cluster_factory: Callable[..., Sandbox | RealCluster], monkeypatch: py
     sb = cluster_factory(nodes="2x{cpu:8,memory:32Gi}[pool=a]", kubelet=KubeletConfig(max_grace_seconds=0.2))
     monkeypatch.setenv("KUBECONFIG", str(controller_kubeconfig(sb)))
     install(sb)
-    op = operator_thread(sb, identity="op-js", jobset_controller="embedded")
+    # Preempting at once: the gang preempted here would end on its own within the default delay.
+    op = operator_thread(sb, operator_config(preemption={"delaySeconds": 0}), identity="op-js",
+                         jobset_controller="embedded")
     try:
         wait_for(lambda: op.leading or op.error, 20, "the operator to lead")
         assert op.error is None, op.error

@@ -24,8 +24,9 @@ GPU = "nvidia.com/gpu"
 
 def world(config: EngineConfig | None = None, nodes: int = 4) -> Engine:
     """Cohort ``pool`` (2 GPUs of its own) with ClusterQueues ``a`` (8 GPUs, borrows up to 4) and
-    ``b`` (8 GPUs, lends at most 2, reclaims lent quota); ``nodes`` nodes of 8 GPUs."""
-    e = Engine(config or EngineConfig(pods_ready_timeout=None))
+    ``b`` (8 GPUs, lends at most 2, reclaims lent quota); ``nodes`` nodes of 8 GPUs. Gangs preempt
+    as soon as they wait (no preemption delay)."""
+    e = Engine(config or EngineConfig(pods_ready_timeout=None, preemption_delay=0))
     e.upsert_namespace("ns", {})
     e.upsert_flavor(FlavorSpec("a100", {"pool": "a100"}))
     e.upsert_cohort(
