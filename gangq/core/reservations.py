@@ -541,8 +541,9 @@ class Reservations:
         )
 
     def retry_others_held(self, cq: ClusterQueueState, wl: Workload) -> None:
-        """``wl``'s reservation changed in this cycle (it chose victims: those still stopping count
-        as released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
+        """``wl``'s reservation changed in this cycle (it chose victims, or its stopping victims
+        suffice again after an attempt that found them short: those still stopping count as
+        released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
         have held back, are retried in another cycle at once. A starving head without a
         reservation time holds them until it is admitted or leaves; once it took a stopping gang
         as its victim (counted as released), a gang held back by it may delay it no longer, and
