@@ -551,11 +551,20 @@ class Reservations:
         of another queue, retried, may take the same victims).
 
         Every other queue, not only those whose gangs' reasons name ``wl``: the retry policy may
-        leave a skipped gang its last reason, so which gangs name it depends on the policy."""
+        leave a skipped gang its last reason, so which gangs name it depends on the policy.
+
+        Its own queue too when that queue's protected head is another preemptor whose victims
+        are stopping: ``wl``'s claim is charged in that head's what-ifs (:meth:`charge_claims`)
+        and may leave its victims short; retried, it would choose more. Nothing else retries it:
+        ``wl`` took its queue's preemption attempt of this cycle."""
         others = [other for other in self.s.tree_queues(cq) if other is not cq]
         for other in others:
             self.s.request_retry(other)
-        if others:
+        head = cq.head()
+        own = head is not None and head is not wl and any(self.s.stopping(key) for key in head.victims)
+        if own:
+            self.s.request_retry(cq)
+        if others or own:
             self.s.cycle_again += 1
 
     def retry_held_heads(self, admitted: list[Workload]) -> None:
