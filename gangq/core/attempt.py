@@ -194,6 +194,8 @@ class Attempt:
             if victims is not None:
                 self.preemption.preempt(cq, wl, victims, ctx)
                 return Outcome.STOP if cq.strict else Outcome.FAILED
+            if any(self.s.stopping(key) for key in wl.victims):
+                wl.victims_short = True
         self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
         if reclaimer is None:
             ctx.capacity_failed.add(wl.key)  # it lacked quota or nodes, not a lender's leave
@@ -304,6 +306,7 @@ class Attempt:
         wl.state = "Admitted"
         wl.placement = None
         wl.victims = ()
+        wl.victims_short = False
         wl.claim = {}
         if wl.holding:
             self.s.release_held(wl)

@@ -357,8 +357,11 @@ class Preemption:
             )
         names = ", ".join(v.key for v in victims[:5]) + (" …" if len(victims) > 5 else "")
         keys = tuple(v.key for v in victims)
-        changed = keys != wl.victims
+        # Its stopping victims suffice again after an attempt that found them short: its
+        # reservation went from no time to "now", as if it had chosen them anew.
+        changed = keys != wl.victims or wl.victims_short
         wl.victims = keys
+        wl.victims_short = False
         # Its reservation counts its stopping victims as released: one worked out before (in this
         # capacity version, so still cached) said otherwise, and the retries that skip gangs
         # work it out again later than the engine that tries every gang does.

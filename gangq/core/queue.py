@@ -111,6 +111,7 @@ class Workload:
         "totals",
         "usage",
         "victims",
+        "victims_short",
     )
 
     def __init__(self, spec: WorkloadSpec, seq: int, now: float) -> None:
@@ -167,6 +168,9 @@ class Workload:
         self.pods: dict[str, bool] = {}
         # Gangs this one preempted (see Reservations.reservation): their capacity is promised to it.
         self.victims: tuple[str, ...] = ()
+        # Its last preemption attempt found its stopping victims short and chose no others: its
+        # reservation had no time then (see Preemption.preempt).
+        self.victims_short = False
         # While it stops after a preemption: the preemptor's key (see Preemption.claimed_by_other).
         self.evicted_by: str | None = None
         # Once it has stopped after a preemption: the preemptor it waits for (see

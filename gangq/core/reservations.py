@@ -566,8 +566,9 @@ class Reservations:
         )
 
     def retry_others_held(self, cq: ClusterQueueState, wl: Workload) -> None:
-        """``wl``'s reservation changed in this cycle (it chose victims: those still stopping count
-        as released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
+        """``wl``'s reservation changed in this cycle (it chose victims, or its stopping victims
+        suffice again after an attempt that found them short: those still stopping count as
+        released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
         have held back, are retried in another cycle at once. A starving head without a
         reservation time holds them until it is admitted or leaves; once it took a stopping gang
         as its victim (counted as released), a gang held back by it may delay it no longer, and
@@ -575,11 +576,20 @@ class Reservations:
         of another queue, retried, may take the same victims).
 
         Every other queue, not only those whose gangs' reasons name ``wl``: the retry policy may
-        leave a skipped gang its last reason, so which gangs name it depends on the policy."""
+        leave a skipped gang its last reason, so which gangs name it depends on the policy.
+
+        Its own queue too when that queue's protected head is another preemptor whose victims
+        are stopping: ``wl``'s claim is charged in that head's what-ifs (:meth:`charge_claims`)
+        and may leave its victims short; retried, it would choose more. Nothing else retries it:
+        ``wl`` took its queue's preemption attempt of this cycle."""
         others = [other for other in self.s.tree_queues(cq) if other is not cq]
         for other in others:
             self.s.request_retry(other)
-        if others:
+        head = cq.head()
+        own = head is not None and head is not wl and any(self.s.stopping(key) for key in head.victims)
+        if own:
+            self.s.request_retry(cq)
+        if others or own:
             self.s.cycle_again += 1
 
     def retry_held_heads(self, admitted: list[Workload]) -> None:
@@ -596,15 +606,47 @@ class Reservations:
         runtime limits it holds the gangs behind it either way), and retrying every such queue
         after every admitting cycle would retry deep queues over and over once heads starve. The
         whole queue, not the head alone: a gang behind the head may take the queue's preemption
-        attempt (a stopping gang as its victim)."""
+        attempt (a stopping gang as its victim).
+
+        Also those of other trees whose head could use the node pools where an admission placed
+        pods (:meth:`may_use_pools`): node capacity is shared across trees, and an admission in
+        another tree may take the nodes the head fitted (quota and claims are per tree)."""
         roots = {wl.cq.node.top for wl in admitted if wl.cq is not None}
+        pools: set[int] | None = None  # where the admissions placed pods, worked out when needed
         for name in list(self.s.held_heads):
             cq = self.s.cluster_queues.get(name)
             if cq is None:
                 del self.s.held_heads[name]
-            elif cq.node.top in roots:
-                del self.s.held_heads[name]
-                self.s.request_retry(cq)
+                continue
+            if cq.node.top not in roots:
+                if pools is None:
+                    nodes = self.s.nodes.nodes
+                    pools = {
+                        node.pool.pool_id
+                        for wl in admitted
+                        for _, node_name in wl.planned
+                        if (node := nodes.get(node_name)) is not None and node.pool is not None
+                    }
+                if not self.may_use_pools(cq, pools):
+                    continue
+            del self.s.held_heads[name]
+            self.s.request_retry(cq)
+
+    def may_use_pools(self, cq: ClusterQueueState, pools: set[int]) -> bool:
+        """Could the pods of ``cq``'s protected head go to a node of ``pools`` (ids), in some
+        flavor option? Never in a queue that does not check nodes."""
+        if not pools or cq.spec.admission_mode != "QuotaAndNodes":
+            return False
+        head = cq.head()
+        if head is None:
+            return False
+        cands = self.placement.assignments(cq, head, messages=False)
+        return any(
+            pool.pool_id in pools
+            for a in cands.assignments
+            for _, _, _, candidates in self.placement.pod_sets_of(a.choices)
+            for pool in candidates
+        )
 
     def note_head(self, cq: ClusterQueueState, wl: Workload, ctx: CycleScratch, claimed: bool = False) -> None:
         """Keep ``protected_head``: the first capacity-blocked gang in queue order.

@@ -70,6 +70,10 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
         (143, True),
         (258, True),
         (202, False),
+        # A preemptor's stopping victims that suffice again (a claim ended) let the gangs it held pass: retry them.
+        (408, False),
+        # A new claim may leave the victims of its own queue's preemptor head short: retried, it chooses more.
+        (389, False),
     ],
 )
 def test_a_full_retry_after_any_scheduling_call_admits_nothing(seed: int, cpu_only: bool) -> None:

@@ -1166,6 +1166,30 @@ def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_wh
     assert_preempts_then_admitted(e, 21, "hb", ["l"], ["x"])
 
 
+def test_a_head_held_back_by_a_starving_head_preempts_once_another_trees_admission_takes_its_nodes() -> None:
+    """As above, with the nodes taken by a gang of another cohort tree: c (cohort ``other``) shares
+    the a100 nodes with a and b. b's head hb fits quota and nodes but a's starving head h holds it
+    back; c's y then takes every free GPU of the nodes, so hb no longer fits and may preempt b's
+    low-priority l. It does so in the scheduling call that admits y: node capacity is shared across
+    trees, so an admission that places pods retries the held heads of every tree."""
+    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    add_nodes(e, "a100", 2, gpu=8)
+    add_lender_and_preempting_queue(e, "a", 8, "b", 2)
+    add_queue(e, "c", [quota("a100", 64, 8)], cohort="other")
+    e.submit(gang("l", "b", 1, 2), 0)
+    e.submit(gang("r", "a", 1, 6), 0)
+    assert admitted(e.schedule(0)) == ["l", "r"]
+    e.submit(gang("h", "a", 1, 4, priority=1, t=1), 1)
+    assert admitted(e.schedule(1)) == []
+    e.submit(gang("hb", "b", 1, 2, priority=1, t=20), 20)
+    assert admitted(e.schedule(20)) == []
+    hb = e.workload("ns/hb")
+    assert hb is not None and hb.reason == "BlockedByReservation", hb.message
+    assert hb.message.startswith("ns/h has waited"), hb.message
+    e.submit(gang("y", "c", 4, 2, t=21), 21)  # 8 GPUs: all that the nodes have free
+    assert_preempts_then_admitted(e, 21, "hb", ["l"], ["y"])
+
+
 def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
     """q (nominal 4 GPUs) borrows 2 of lender l's; l's waiting head lh fits l's own quota and
     claims them back. q's p (priority 5) needs 4 GPUs and nothing is free: it must preempt.
