@@ -1172,7 +1172,7 @@ def test_a_head_held_back_by_a_starving_head_preempts_once_another_trees_admissi
     back; c's y then takes every free GPU of the nodes, so hb no longer fits and may preempt b's
     low-priority l. It does so in the scheduling call that admits y: node capacity is shared across
     trees, so an admission that places pods retries the held heads of every tree."""
-    e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
+    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_lender_and_preempting_queue(e, "a", 8, "b", 2)
     add_queue(e, "c", [quota("a100", 64, 8)], cohort="other")
