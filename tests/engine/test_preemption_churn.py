@@ -51,15 +51,22 @@ def test_a_gang_readmitted_within_the_grace_is_preempted_when_no_other_victim_wi
     assert evicted(e.schedule(4)) == ["low"]
 
 
-def test_a_stopping_victim_of_one_preemptor_is_not_taken_by_another() -> None:
-    """p1 chose v; p2, which comes first, took v too (gangs being evicted are the first victims).
-    Once v stopped one of them found its victims short and preempted again."""
+def _two_running(first: tuple[str, int], second: tuple[str, int]) -> Engine:
+    """Two nodes of 8 GPUs, queue q (16 GPUs, preempts lower priorities) running two 8-GPU gangs
+    (name, priority), submitted in that order."""
     e = engine()
     add_nodes(e, "a100", 2)
     add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
-    e.submit(gang("v", "q", 1, 8, priority=1, t=0), 0)
-    e.submit(gang("w", "q", 1, 8, priority=2, t=1), 0)
-    assert sorted(admitted(e.schedule(0))) == ["v", "w"]
+    for t, (name, priority) in enumerate((first, second)):
+        e.submit(gang(name, "q", 1, 8, priority=priority, t=t), 0)
+    assert sorted(admitted(e.schedule(0))) == sorted([first[0], second[0]])
+    return e
+
+
+def test_a_stopping_victim_of_one_preemptor_is_not_taken_by_another() -> None:
+    """p1 chose v; p2, which comes first, took v too (gangs being evicted are the first victims).
+    Once v stopped one of them found its victims short and preempted again."""
+    e = _two_running(("v", 1), ("w", 2))
     e.submit(gang("p1", "q", 1, 8, priority=5, t=2), 1)
     assert evicted(e.schedule(1)) == ["v"]
     e.submit(gang("p2", "q", 1, 8, priority=9, t=3), 2)
@@ -335,12 +342,7 @@ def test_a_search_that_no_victim_set_can_satisfy_in_quota_makes_no_what_if(monke
         return real(candidates, *rest)
 
     monkeypatch.setattr(preemption, "minimal_victims", counted)
-    e = engine()
-    add_nodes(e, "a100", 2)
-    add_queue(e, "q", [quota("a100", 64, 16)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
-    e.submit(gang("low", "q", 1, 8, priority=1, t=0), 0)
-    e.submit(gang("mid", "q", 1, 8, priority=5, t=1), 0)
-    assert sorted(admitted(e.schedule(0))) == ["low", "mid"]
+    e = _two_running(("low", 1), ("mid", 5))
     e.submit(gang("wide", "q", 2, 8, priority=3, t=2), 1)  # 16 GPUs; only "low" (8) is below it
     assert evicted(e.schedule(1)) == []
     assert trials == []

@@ -1143,15 +1143,14 @@ def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried
     assert [a.pod_sets[0].flavors[GPU] for a in decisions if isinstance(a, Admission)] == ["y"]
 
 
-def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_what_it_fitted() -> None:
+def _held_back_by_a_starving_head(other_tree: bool) -> Engine:
     """b's head hb would borrow a's 2 free GPUs; a's starving head h (older, same priority) holds
-    it back. Then a's x (priority 5, so ahead of h) takes those 2 GPUs: hb no longer fits, and
-    may preempt b's low-priority l. It does so in the scheduling call that admits x. It used to
-    wait: its holder holds it until it is admitted or leaves, and only that retried it (random
-    world 82 at 40 s, where the gangs behind such a head then passed it)."""
+    it back. With ``other_tree``, queue c of cohort ``other`` shares the a100 nodes."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_lender_and_preempting_queue(e, "a", 8, "b", 2)
+    if other_tree:
+        add_queue(e, "c", [quota("a100", 64, 8)], cohort="other")
     e.submit(gang("l", "b", 1, 2), 0)
     e.submit(gang("r", "a", 1, 6), 0)
     assert admitted(e.schedule(0)) == ["l", "r"]
@@ -1162,30 +1161,23 @@ def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_wh
     hb = e.workload("ns/hb")
     assert hb is not None and hb.reason == "BlockedByReservation", hb.message
     assert hb.message.startswith("ns/h has waited"), hb.message
+    return e
+
+
+def test_a_head_held_back_by_a_starving_head_preempts_once_an_admission_takes_what_it_fitted() -> None:
+    """a's x (priority 5, so ahead of h) takes the 2 GPUs hb fitted: hb no longer fits, and may
+    preempt b's low-priority l. It does so in the scheduling call that admits x: its holder holds
+    it until it is admitted or leaves, and waiting for that, the gangs behind hb passed it."""
+    e = _held_back_by_a_starving_head(other_tree=False)
     e.submit(gang("x", "a", 1, 2, priority=5, t=21), 21)
     assert_preempts_then_admitted(e, 21, "hb", ["l"], ["x"])
 
 
 def test_a_head_held_back_by_a_starving_head_preempts_once_another_trees_admission_takes_its_nodes() -> None:
-    """As above, with the nodes taken by a gang of another cohort tree: c (cohort ``other``) shares
-    the a100 nodes with a and b. b's head hb fits quota and nodes but a's starving head h holds it
-    back; c's y then takes every free GPU of the nodes, so hb no longer fits and may preempt b's
-    low-priority l. It does so in the scheduling call that admits y: node capacity is shared across
-    trees, so an admission that places pods retries the held heads of every tree."""
-    e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
-    add_nodes(e, "a100", 2, gpu=8)
-    add_lender_and_preempting_queue(e, "a", 8, "b", 2)
-    add_queue(e, "c", [quota("a100", 64, 8)], cohort="other")
-    e.submit(gang("l", "b", 1, 2), 0)
-    e.submit(gang("r", "a", 1, 6), 0)
-    assert admitted(e.schedule(0)) == ["l", "r"]
-    e.submit(gang("h", "a", 1, 4, priority=1, t=1), 1)
-    assert admitted(e.schedule(1)) == []
-    e.submit(gang("hb", "b", 1, 2, priority=1, t=20), 20)
-    assert admitted(e.schedule(20)) == []
-    hb = e.workload("ns/hb")
-    assert hb is not None and hb.reason == "BlockedByReservation", hb.message
-    assert hb.message.startswith("ns/h has waited"), hb.message
+    """As above, with the nodes taken by c's y, of another cohort tree: hb fits quota and nodes
+    until y takes every free GPU of the nodes. Node capacity is shared across trees, so an
+    admission that places pods retries the held heads of every tree."""
+    e = _held_back_by_a_starving_head(other_tree=True)
     e.submit(gang("y", "c", 4, 2, t=21), 21)  # 8 GPUs: all that the nodes have free
     assert_preempts_then_admitted(e, 21, "hb", ["l"], ["y"])
 
