@@ -61,10 +61,11 @@ class Attempt:
         was_head = cq.protected_head is wl
         preemptor = self.holding_preemptor(wl, ctx.now)
         sheltered = self.sheltered(cq, wl, ctx.now)
-        if sheltered or (preemptor is not None and preemptor.cq is cq):
+        delaying = self.delaying_head(cq, wl, ctx.now)
+        if sheltered or (preemptor is not None and preemptor.cq is cq) or delaying is not None:
             # No option of this queue is open to it: said without working the options out (in a
             # saturated queue most of its gangs may wait so, and every retry tries them).
-            self.held_back(cq, wl, preemptor)
+            self.held_back(cq, wl, preemptor, delaying, ctx.now)
             return Outcome.STOP if cq.strict else Outcome.FAILED
         cands = self.placement.assignments(cq, wl)
         if cands.never_fits:
@@ -227,10 +228,25 @@ class Attempt:
             self.s.set_reason(wl, "InsufficientQuota", cands.message or node_failure)
         return Outcome.STOP if cq.strict else Outcome.FAILED
 
-    def held_back(self, cq: ClusterQueueState, wl: Workload, preemptor: Workload | None) -> None:
-        """Record why ``wl`` waits for its preemptor or in its shelter."""
+    def held_back(
+        self,
+        cq: ClusterQueueState,
+        wl: Workload,
+        preemptor: Workload | None,
+        delaying: Workload | None = None,
+        now: float = 0.0,
+    ) -> None:
+        """Record why ``wl`` waits for its preemptor, in its shelter, or for a head in its
+        preemption delay."""
         if preemptor is not None:
             message = f"preempted for {preemptor.key}, which has not been admitted yet; waits for it"
+        elif delaying is not None:
+            left = delaying.pending_since + self.s.config.preemption_delay - now
+            message = (
+                f"{delaying.key} (priority {delaying.priority}) waits for capacity in ClusterQueue {cq.name!r} "
+                f"and would preempt this gang: the room that comes free is its first (for at most {left:.0f}s more)"
+            )
+            preemptor = delaying
         else:
             message = (
                 f"preempted {wl.preempted} times: waits to be admitted where no waiting gang preempts it again "
@@ -266,6 +282,32 @@ class Attempt:
             return None
         return preemptor
 
+    def delaying_head(self, cq: ClusterQueueState, wl: Workload, now: float) -> Workload | None:
+        """``cq``'s protected head (its first gang waiting for capacity) while it waits out its
+        preemption delay (:meth:`Preemption.delayed`), if it could preempt ``wl`` within the
+        queue; ``wl`` is then not admitted into ``cq`` until the delay ends or the head is
+        admitted or leaves.
+
+        The problem it solves: the head waits out its delay for capacity to come free on its
+        own, and a lower-priority gang behind it took each bit that came free; when the delay
+        ended the head preempted it, and the delay had only added a start and a kill (Kueue's
+        baseline scenario without run times: 915 preemptions with the delay alone, none with
+        this)."""
+        head = cq.head()
+        if head is None or head is wl or not self.head_could_preempt(cq, head, wl):
+            return None
+        return head if self.preemption.delayed(head, now) else None
+
+    def head_could_preempt(self, cq: ClusterQueueState, head: Workload, wl: Workload) -> bool:
+        """May ``cq``'s gang ``head`` preempt its gang ``wl`` under the queue's
+        ``withinClusterQueue`` policy?"""
+        within = cq.spec.preemption.within_cluster_queue
+        if within == "Never":
+            return False
+        if within == "LowerOrNewerEqualPriority":
+            return head.order_key < wl.order_key
+        return head.priority > wl.priority
+
     def sheltered(self, cq: ClusterQueueState, wl: Workload, now: float) -> bool | None:
         """None when ``wl`` may be admitted anywhere; otherwise it may not borrow, and with True
         not be admitted into ``cq`` at all for now.
@@ -281,17 +323,10 @@ class Attempt:
         shelter = self.s.config.preemption_shelter
         if shelter is None or wl.preempted < shelter or now >= wl.shelter_until:
             return None
-        within = cq.spec.preemption.within_cluster_queue
-        if within == "Never":
-            return False
         # The protected head: the first gang of the queue that waits for capacity (one that can
         # never fit holds nothing back); a gang it may preempt waits for it.
         head = cq.head()
-        if head is None or head is wl:
-            return False
-        if within == "LowerOrNewerEqualPriority":
-            return head.order_key < wl.order_key
-        return head.priority > wl.priority
+        return head is not None and head is not wl and self.head_could_preempt(cq, head, wl)
 
     def admit(
         self,
