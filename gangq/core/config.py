@@ -30,7 +30,8 @@ class EngineConfig:
     - ``preemption_delay``: seconds a gang must have waited since it was queued (or requeued)
       before it may preempt (0: at once). Capacity often comes free on its own within moments —
       short gangs end, finishes and evictions the controller has not seen yet complete — and a
-      preemption then kills a running job for room that was coming anyway. YuniKorn's
+      preemption then kills a running job for room that was coming anyway. Meanwhile the gangs
+      of its ClusterQueue that it could preempt are not admitted there. YuniKorn's
       ``preemption.delay`` has the same meaning. See docs/engine.md, Preemption.
     - ``preemption_shelter``: a gang preempted this many times is admitted again only where no
       gang waiting now could preempt it: not by borrowing, and in a ClusterQueue that preempts
