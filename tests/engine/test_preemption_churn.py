@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from gangq.core import Engine, EngineConfig, PreemptionSpec
+from gangq.core.placement import Placement
 
 from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota
 
@@ -329,23 +331,28 @@ def test_a_sheltered_gang_does_not_hold_back_the_gangs_of_its_shape() -> None:
     assert admitted(e.schedule(4)) == ["low2"]
 
 
-def test_a_search_that_no_victim_set_can_satisfy_in_quota_makes_no_what_if(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+class ReleaseCounting(Placement):
+    """Counts the trial releases of preemption candidates (Placement.release_in_statement)."""
+
+    def __init__(self, placement: Placement) -> None:
+        super().__init__(placement.s)
+        self.releases = 0
+
+    def release_in_statement(self, victim: Any) -> None:
+        self.releases += 1
+        super().release_in_statement(victim)
+
+
+def test_a_search_that_no_victim_set_can_satisfy_in_quota_makes_no_what_if() -> None:
     """On a saturated cluster nearly every preemptor's search fails; the quota that all its
     candidates hold, with what is free, is checked before any trial release."""
-    from gangq.core import preemption
-
-    trials: list[int] = []
-    real = preemption.minimal_victims
-
-    def counted(candidates, *rest):  # type: ignore[no-untyped-def]
-        trials.append(len(candidates))
-        return real(candidates, *rest)
-
-    monkeypatch.setattr(preemption, "minimal_victims", counted)
     e = _two_running(("low", 1), ("mid", 5))
+    counting = ReleaseCounting(e.placement)
+    for module in (e, e.claims, e.reservations, e.retry, e.preemption, e.attempt, e.reasons):
+        module.placement = counting  # type: ignore[misc]
     e.submit(gang("wide", "q", 2, 8, priority=3, t=2), 1)  # 16 GPUs; only "low" (8) is below it
     assert evicted(e.schedule(1)) == []
-    assert trials == []
+    assert counting.releases == 0
     e.submit(gang("top", "q", 2, 8, priority=9, t=3), 2)  # both are below it: 16 GPUs
     assert sorted(evicted(e.schedule(2))) == ["low", "mid"]
-    assert trials == [2]
+    assert counting.releases > 0
