@@ -65,7 +65,7 @@ class Attempt:
         if sheltered or (preemptor is not None and preemptor.cq is cq) or delaying is not None:
             # No option of this queue is open to it: said without working the options out (in a
             # saturated queue most of its gangs may wait so, and every retry tries them).
-            self.held_back(cq, wl, preemptor, delaying, ctx.now)
+            self.held_back(cq, wl, ctx.now, preemptor, delaying)
             return Outcome.STOP if cq.strict else Outcome.FAILED
         cands = self.placement.assignments(cq, wl)
         if cands.never_fits:
@@ -160,7 +160,7 @@ class Attempt:
             # Only borrowing was open to it. Its queue is retried when its own quota comes free,
             # when the preemptor is admitted or leaves (EngineState.release_held), and when the
             # hold ends (a timer).
-            self.held_back(cq, wl, preemptor)
+            self.held_back(cq, wl, ctx.now, preemptor)
             if node_failure:
                 self.s.wait_for_nodes(cq, wl, None)
             self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
@@ -232,9 +232,9 @@ class Attempt:
         self,
         cq: ClusterQueueState,
         wl: Workload,
+        now: float,
         preemptor: Workload | None,
         delaying: Workload | None = None,
-        now: float = 0.0,
     ) -> None:
         """Record why ``wl`` waits for its preemptor, in its shelter, or for a head in its
         preemption delay."""

@@ -34,6 +34,17 @@ def _before(cursor: Iterator[OrderKey], head: OrderKey) -> Iterator[OrderKey]:
         yield key
 
 
+def _walk_ended(name: str, ctx: CycleScratch, live: dict[str, int]) -> None:
+    """ClusterQueue ``name`` has no gang left to try in this cycle: it keeps no entry in the
+    heap, but stays in ``live`` (with no entry, 0) while its walk skipped gangs, since the walk may
+    start again behind a later change (see SchedulingCycle.restart_walks)."""
+    walk = ctx.walks.get(name)
+    if walk is not None and walk.skipped:
+        live[name] = 0
+    else:
+        live.pop(name, None)
+
+
 class SchedulingCycle:
     """One scheduling cycle over the ClusterQueues that have something to try."""
 
@@ -114,16 +125,15 @@ class SchedulingCycle:
                 heapq.heappush(heap, (self.head_key(cq, first), order, first, cq, cursor))
                 live[cq.name] = order
         s = self.s
-        nodes = s.nodes
         while heap:
             head_key, entry, key, cq, cursor = heapq.heappop(heap)
             if live.get(cq.name) != entry:
                 continue  # replaced: its walk started again (see below)
             if cursor is None:
                 if cq.name in node_retries:
-                    state = (s.version, s.heads_version, s.config_version, nodes.epoch)
+                    state = s.stamp()
                     done = self.retry.node_retry(cq, ctx)
-                    if ctx.walks and state != (s.version, s.heads_version, s.config_version, nodes.epoch):
+                    if ctx.walks and state != s.stamp():
                         order = self.restart_walks(cq, key, ctx, heap, live, order)
                     if done:
                         continue
@@ -147,7 +157,7 @@ class SchedulingCycle:
             wl = self.s.workloads[key[3]]
             before = cq.protected_head
             scratch[cq.name].node_blocked.pop(wl.key, None)  # back if it fails the node check again
-            state = (s.version, s.heads_version, s.config_version, nodes.epoch)
+            state = s.stamp()
             if wl.queued == "inadmissible" and self.retry.fails_again(cq, wl, ctx):
                 outcome = Outcome.STOP if cq.strict else Outcome.FAILED
             else:
@@ -163,7 +173,7 @@ class SchedulingCycle:
                         # and which one that is depends on the retry policy. Not counted as a retry: the flag stays,
                         # and the next retry is a full one.
                         cursor = self.retry.cursor(cq, True, ctx, key)
-            if ctx.walks and state != (s.version, s.heads_version, s.config_version, nodes.epoch):
+            if ctx.walks and state != s.stamp():
                 order = self.restart_walks(cq, key, ctx, heap, live, order)
             if outcome == Outcome.ADMITTED:
                 ctx.admitted.append(wl)
@@ -178,11 +188,7 @@ class SchedulingCycle:
                 heapq.heappush(heap, (self.head_key(cq, nxt), order, nxt, cq, cursor))
                 live[cq.name] = order
             else:
-                walk = ctx.walks.get(cq.name)
-                if walk is not None and walk.skipped:
-                    live[cq.name] = 0  # no entry, but its walk may start again (see restart_walks)
-                else:
-                    live.pop(cq.name, None)
+                _walk_ended(cq.name, ctx, live)
         for cq in retried.values():
             scratch[cq.name].head_displaced = False
         if self.s.displaced:
@@ -234,10 +240,7 @@ class SchedulingCycle:
             restarted = self.retry.cursor(other, True, ctx, key)
             nxt = next(restarted, None)
             if nxt is None:
-                if ctx.walks[name].skipped:
-                    live[name] = 0
-                else:
-                    del live[name]
+                _walk_ended(name, ctx, live)
             else:
                 order += 1
                 heapq.heappush(heap, (self.head_key(other, nxt), order, nxt, other, restarted))

@@ -271,13 +271,7 @@ class Engine:
         if wl is None:
             return
         if wl.state == "Pending":
-            self.routing.unqueue(wl)
-            if key in self.s.claimants:
-                # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
-                del self.s.claimants[key]
-                self.s.version += 1
-            if wl.holding:
-                self.s.release_held(wl)
+            self._leave_queue(wl)
         else:
             self.capacity.release(wl)
             # Its pods are done too: a finished gang's pods no longer use their nodes.
@@ -287,6 +281,17 @@ class Engine:
         self.reservations.forget(key)
         self.s.limited.pop(key, None)
         self.placement.reachable.pop(key, None)
+
+    def _leave_queue(self, wl: Workload) -> None:
+        """Pending ``wl`` leaves its queue (finished, deleted or deactivated): its claim ends (the
+        other preemptors' reservations counted it, see Reservations.charge_claims), and the gangs
+        it preempted that waited for it may go (EngineState.release_held)."""
+        self.routing.unqueue(wl)
+        if wl.key in self.s.claimants:
+            del self.s.claimants[wl.key]
+            self.s.version += 1
+        if wl.holding:
+            self.s.release_held(wl)
 
     def eviction_done(self, key: str, now: float) -> None:
         """An evicted gang has stopped (JobSet suspended, pods gone): release it and requeue it."""
@@ -427,13 +432,7 @@ class Engine:
         wl.deactivated = True
         wl.message = message
         if wl.state == "Pending":
-            self.routing.unqueue(wl)
-            if key in self.s.claimants:
-                # Its claim ends: the other preemptors' reservations counted it (Reservations.charge_claims).
-                del self.s.claimants[key]
-                self.s.version += 1
-            if wl.holding:
-                self.s.release_held(wl)
+            self._leave_queue(wl)
             wl.requeue_at = None
             self.s.unrouted[wl.key] = wl
             self.s.set_reason(wl, "Deactivated", message)

@@ -577,7 +577,6 @@ class IncrementalRetry(RetryPolicy):
         may_preempt = self.s.may_preempt(cq)
         s = self.s
         quota = s.quota
-        nodes = s.nodes
         version = quota.tree_stamp(cq.node)  # the candidates fit what the queue could take then
         workloads = s.workloads
         key: OrderKey | None = None
@@ -593,7 +592,7 @@ class IncrementalRetry(RetryPolicy):
                         # Admissions since took quota: keep only candidates that still fit.
                         version = stamp
                         walk.refilter(self.candidate_bounds(cq, ctx))
-                    key = walk.first_from(key, (s.version, s.heads_version, s.config_version, nodes.epoch))
+                    key = walk.first_from(key, s.stamp())
                     if key is None:
                         return
                     if head.order_key < key:
@@ -606,7 +605,7 @@ class IncrementalRetry(RetryPolicy):
             if behind is None:
                 yield key
             else:
-                before = (s.version, s.heads_version, s.config_version, nodes.epoch)
+                before = s.stamp()
                 yield key
                 wl = workloads.get(key[3])
                 if (
@@ -615,7 +614,7 @@ class IncrementalRetry(RetryPolicy):
                     and wl.cq is cq
                     and wl.queued == "inadmissible"
                     and cq.head() is behind
-                    and before == (s.version, s.heads_version, s.config_version, nodes.epoch)
+                    and before == s.stamp()
                     # A gang under a hold (its preemptor, its shelter: Attempt.try_gang) failed
                     # for what only it has done: the others of its shape may fit.
                     and ctx.now >= wl.shelter_until

@@ -32,6 +32,7 @@ from gangq.core.nodes import NodeIndex
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaTree
 from gangq.core.scratch import QueueScratch
+from gangq.core.walk import StateStamp
 
 
 class EngineState:
@@ -92,6 +93,11 @@ class EngineState:
         # retried at the next ``schedule`` call (see Preemption.admitted_now).
         self.deferred_preemptions: dict[str, None] = {}
         self.scratch: dict[str, QueueScratch] = {}  # ClusterQueue name -> the engine's work on it
+
+    def stamp(self) -> StateStamp:
+        """Capacity, protected heads, configuration and nodes as they are between two changes
+        (what-ifs leave it as it is): a gang tried twice with the same stamp fails alike."""
+        return (self.version, self.heads_version, self.config_version, self.nodes.epoch)
 
     def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
         """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all.

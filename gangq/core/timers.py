@@ -1,9 +1,8 @@
 """Timed and deferred work, run at the start of :meth:`gangq.core.engine.Engine.schedule`: pods-ready
 timeouts, the end of a requeue backoff, the end of a preempted gang's holds (its preemptor, its
 shelter), a preemptor's starvation (then sheltered gangs are victims too), the end of a gang's
-preemption delay, the drains of
-ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and the eviction of admitted
-workloads an admin deactivated.
+preemption delay, the drains of ClusterQueues and LocalQueues stopped with ``HoldAndDrain``, and
+the eviction of admitted workloads an admin deactivated.
 """
 
 from __future__ import annotations
