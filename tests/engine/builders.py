@@ -17,6 +17,7 @@ from gangq.core import (
     ResourceQuota,
     WorkloadSpec,
 )
+from gangq.core.placement import Placement
 
 GPU = "nvidia.com/gpu"
 
@@ -145,3 +146,10 @@ def add_lender_and_preempting_queue(e: Engine, lender: str, lender_gpu: int, que
         cohort="pool",
         preemption=PreemptionSpec(within_cluster_queue="LowerPriority"),
     )
+
+
+def use_placement(e: Engine, placement: Placement) -> None:
+    """Make ``placement`` (a subclass that counts or records) the one every rule module of ``e``
+    asks; compiled or not, the modules call its overrides."""
+    for module in (e, e.claims, e.reservations, e.retry, e.preemption, e.attempt, e.reasons):
+        module.placement = placement  # type: ignore[misc]

@@ -10,7 +10,7 @@ from typing import Any
 from gangq.core import Engine, EngineConfig, PreemptionSpec
 from gangq.core.placement import Placement
 
-from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota
+from .builders import add_nodes, add_queue, admitted, engine, evicted, gang, quota, use_placement
 
 
 def _grace_run(grace: float) -> list[str]:
@@ -348,8 +348,7 @@ def test_a_search_that_no_victim_set_can_satisfy_in_quota_makes_no_what_if() -> 
     candidates hold, with what is free, is checked before any trial release."""
     e = _two_running(("low", 1), ("mid", 5))
     counting = ReleaseCounting(e.placement)
-    for module in (e, e.claims, e.reservations, e.retry, e.preemption, e.attempt, e.reasons):
-        module.placement = counting  # type: ignore[misc]
+    use_placement(e, counting)
     e.submit(gang("wide", "q", 2, 8, priority=3, t=2), 1)  # 16 GPUs; only "low" (8) is below it
     assert evicted(e.schedule(1)) == []
     assert counting.releases == 0

@@ -9,7 +9,7 @@ from gangq.core import EngineConfig
 from gangq.core.engine import Engine
 from gangq.core.placement import Placement
 
-from .builders import add_nodes, add_queue, admitted, gang, quota
+from .builders import add_nodes, add_queue, admitted, gang, quota, use_placement
 
 
 class WhatIfCounting(Placement):
@@ -31,8 +31,7 @@ class WhatIfCountingEngine(Engine):
     def __init__(self, config: EngineConfig) -> None:
         super().__init__(config)
         counting = WhatIfCounting(self.placement)
-        for module in (self, self.claims, self.reservations, self.retry, self.preemption, self.attempt, self.reasons):
-            module.placement = counting  # type: ignore[misc]
+        use_placement(self, counting)
         self.whatifs = counting.whatifs
 
 
@@ -100,8 +99,7 @@ def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_i
     the last, not after each (a reservation's cost grew with the number of runners)."""
     e = Engine(EngineConfig(pods_ready_timeout=None))
     counting = FitCounting(e.placement)
-    for module in (e, e.claims, e.reservations, e.retry, e.preemption, e.attempt, e.reasons):
-        module.placement = counting  # type: ignore[misc]
+    use_placement(e, counting)
     e.upsert_namespace("ns", {})
     add_nodes(e, "a100", 4)
     add_queue(e, "q", [quota("a100", 256, 32)])
