@@ -108,6 +108,23 @@ class Outcome:
     error: str | None = None
 
 
+# One line of upstream's JobCreationFailed message (its errors joined by newlines).
+_CREATE_CONFLICT = re.compile(
+    r'job "[^"]+" creation failed with error: (?:object is being deleted: )?\S+ "[^"]+" already exists')
+
+
+def stale_cache_retry(event: JsonObj) -> bool:
+    """A JobCreationFailed Event all of whose errors are "already exists": the controller created a
+    Job, reconciled again before its informer cache showed that Job, and created it again. The API
+    server refuses the second create and the next reconcile sees the Job, so nothing about the JobSet
+    differs; whether the race happens depends only on watch latency (upstream keeps no record of the
+    creates in flight), so it is not part of what the controllers decide."""
+    if event.get("reason") != "JobCreationFailed":
+        return False
+    lines = str(event.get("message", "")).splitlines()
+    return bool(lines) and all(_CREATE_CONFLICT.fullmatch(line) for line in lines)
+
+
 class EventLog:
     """Every Event of a namespace, in the order the API server created them (a watch), each in its
     latest version (an Event recorder that sees the same Event again raises its ``count``)."""
@@ -137,12 +154,15 @@ class EventLog:
     def of(self, name: str) -> list[JsonObj]:
         """The JobSet ``name``'s Events as ``{type, reason, message, count}``: one entry per distinct
         Event in order of first creation, its count the times it was posted (upstream's recorder counts
-        repeats on one Event, gangq posts each)."""
+        repeats on one Event, gangq posts each). A failed creation of Jobs that already exist is left
+        out (``stale_cache_retry``)."""
         out: dict[tuple[str, str, str], JsonObj] = {}
         with self._lock:
             events = list(self._events.values())
         for e in events:
             if e["involvedObject"].get("kind") != "JobSet" or e["involvedObject"].get("name") != name:
+                continue
+            if stale_cache_retry(e):
                 continue
             key = (e.get("type", ""), e.get("reason", ""), e.get("message", ""))
             entry = out.setdefault(key, {"type": key[0], "reason": key[1], "message": key[2], "count": 0})

@@ -25,7 +25,7 @@ from tests.jobset.conftest import OPERATOR
 
 from .cases import CASES
 from .differences import DIFFERENCES
-from .harness import Outcome, run_cases
+from .harness import Outcome, run_cases, stale_cache_retry
 from .manager import upstream_jobset_controller
 
 NS_UPSTREAM, NS_EMBEDDED = "jobset-diff-upstream", "jobset-diff-embedded"
@@ -122,3 +122,18 @@ def test_every_listed_difference_names_a_case() -> None:
     names = [c.name for c in CASES]
     for d in DIFFERENCES:
         assert any(d.applies_to(n) for n in names), d.key
+
+
+def test_only_creates_of_jobs_that_exist_count_as_a_stale_cache_retry() -> None:
+    def event(message: str, reason: str = "JobCreationFailed") -> dict[str, Any]:
+        return {"reason": reason, "message": message}
+
+    conflict = 'job "js-w-0" creation failed with error: jobs.batch "js-w-0" already exists'
+    deleting = 'job "js-w-1" creation failed with error: object is being deleted: jobs.batch "js-w-1" already exists'
+    refused = 'job "js-w-2" creation failed with error: jobs.batch "js-w-2" is forbidden: exceeded quota'
+    assert stale_cache_retry(event(conflict))
+    assert stale_cache_retry(event(conflict + "\n" + deleting))
+    assert not stale_cache_retry(event(conflict + "\n" + refused)), "a real failure among the conflicts counts"
+    assert not stale_cache_retry(event(refused))
+    assert not stale_cache_retry(event(conflict, reason="ReachedMaxRestarts"))
+    assert not stale_cache_retry(event(""))
