@@ -201,6 +201,32 @@ class Placement:
         """Would any of the gang's candidate assignments fit in the current (what-if) state?"""
         return any(self.fits(cq, wl, a, nodes_checked) for a in cands.assignments)
 
+    def fit_test(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> tuple[bool, int]:
+        """Would ``wl`` fit with assignment ``a`` in the current (what-if) state, and if not, how
+        many of its ``minMember`` pods the nodes could not take: 0 when that is not what failed
+        (the quota, or ``minResources``)."""
+        if not self.fits_quota(cq, a):
+            return False, 0
+        if not nodes_checked:
+            return True, 0
+        with Statement(self.s.quota, self.s.nodes):
+            why, _, placed = self.place(wl, a, None)
+        if not why:
+            return True, 0
+        return False, max(wl.min_member - placed, 0)
+
+    def single_pod_set(self, a: Assignment) -> tuple[Mapping[str, int], frozenset[int]] | None:
+        """The per-pod requests and candidate node pools of an assignment of one pod set, or None.
+
+        For such a gang, placement takes every pod any node can hold (:meth:`NodeIndex.place`
+        places pods of one size greedily until no node takes one), so the pods it places are
+        the sum over the candidate nodes of :meth:`NodeState.how_many`: a count that the nodes
+        whose capacity changes keep exact."""
+        if len(a.choices) != 1:
+            return None
+        ((_, requests, _, pools),) = self.pod_sets_of(a.choices)
+        return requests, frozenset(pool.pool_id for pool in pools)
+
     def reachable_options(self, cq: ClusterQueueState, wl: Workload) -> tuple[Mapping[FlavorResource, int], ...]:
         """The usage of each flavor option of ``wl`` in ``cq`` that it could ever get (nothing
         beyond the queue's quota potential, pods that empty nodes of its flavors could hold):

@@ -10,7 +10,7 @@ it (:meth:`Reservations.heads_in_scope`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from gangq.core.claims import Claims
 from gangq.core.flavors import (
@@ -18,6 +18,7 @@ from gangq.core.flavors import (
     Candidates,
 )
 from gangq.core.model import FlavorResource
+from gangq.core.nodes import NodeState
 from gangq.core.placement import Placement
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.scratch import CycleScratch
@@ -43,6 +44,27 @@ class Reservation:
         # Per flavor option that fits now, the older head whose reservation holds it back: that
         # head may be admitted within a cycle, and this one fit then.
         self.held_by: tuple[Workload, ...] = ()
+
+
+class NodeShortfall:
+    """How many pods of a one-pod-set gang the nodes cannot take, kept up to date as a what-if
+    releases runners: each released node counts the pods it takes now less those it took before
+    (:meth:`Placement.single_pod_set` says why that count is exact)."""
+
+    __slots__ = ("limit", "pools", "requests", "short")
+
+    def __init__(self, requests: Mapping[str, int], pools: frozenset[int], short: int, limit: int) -> None:
+        self.requests = requests
+        self.pools = pools
+        self.short = short  # pods short; the gang may fit once this is 0 or less
+        self.limit = limit  # minMember: no node counts for more
+
+    def pods_on(self, node: NodeState) -> int:
+        """The gang's pods that ``node`` could take now (none off its candidate pools)."""
+        pool = node.pool
+        if pool is None or not node.schedulable or pool.pool_id not in self.pools:
+            return 0
+        return node.how_many(self.requests, self.limit)
 
 
 class Reservations:
@@ -210,11 +232,15 @@ class Reservations:
         expected end have no known end (their runtime was an estimate, or the limit is not
         enforced): only the others give a time.
 
-        The placement is tried only once the quota released in ``cq``'s tree could cover some
-        flavor option (releasing usage raises what a queue may take by at most the amount
-        released, and quota of other trees is no room for it): on a saturated cluster a head
-        waits for many runners to end, and trying it after each one made a reservation cost
-        grow with the number of runners."""
+        A flavor option is tried only once nothing it is known to lack is missing any more: on a
+        saturated cluster a head waits for many runners to end, and trying it after each one
+        made a reservation's cost grow with the number of runners.
+        - Quota: until the quota released in ``cq``'s tree could cover the option (releasing
+          usage raises what a queue may take by at most the amount released, and quota of other
+          trees is no room for it).
+        - Nodes: once the option failed on nodes, until the nodes released since could take the
+          pods it was short (:class:`NodeShortfall`; gangs of one pod set).
+        """
         available = self.s.quota.available
         short: list[dict[FlavorResource, int]] = []
         for a in cands.assignments:
@@ -224,12 +250,25 @@ class Reservations:
                 if need > have:
                     missing[fr] = need - have
             short.append(missing)
+        bounds: list[NodeShortfall | None] = [None] * len(cands.assignments)
+        tracking = False
+        nodes = self.s.nodes.nodes
         top = cq.node.top
         for end, _, key in self.s.running_by_end.iter_from((now, -1, "")):
             runner = self.s.workloads.get(key)
             if runner is None or runner.cq is None or key in released:
                 continue
+            before: list[tuple[NodeState, list[int]]] = []
+            if tracking:
+                for name in runner.held:
+                    node = nodes.get(name)
+                    if node is not None:
+                        before.append((node, [0 if b is None else b.pods_on(node) for b in bounds]))
             self.placement.release_in_statement(runner)
+            for node, pods_before in before:
+                for b, pods in zip(bounds, pods_before, strict=True):
+                    if b is not None:
+                        b.short -= b.pods_on(node) - pods
             if runner.cq.node.top is top:
                 for still in short:
                     for fr in [fr for fr in still if fr in runner.usage]:
@@ -238,9 +277,19 @@ class Reservations:
                             still[fr] = left
                         else:
                             del still[fr]
-            if any(not still for still in short) and self.placement.fits_any(cq, head, cands, nodes_checked):
-                time: float = end
-                return time
+            for i, a in enumerate(cands.assignments):
+                bound = bounds[i]
+                if short[i] or (bound is not None and bound.short > 0):
+                    continue
+                fits, pods_short = self.placement.fit_test(cq, head, a, nodes_checked)
+                if fits:
+                    time: float = end
+                    return time
+                bounds[i] = None
+                one = self.placement.single_pod_set(a) if pods_short > 0 else None
+                if one is not None:
+                    bounds[i] = NodeShortfall(one[0], one[1], pods_short, head.min_member)
+                    tracking = True
         return None
 
     def release_victims(self, head: Workload, exclude: str) -> set[str]:

@@ -83,15 +83,15 @@ def test_a_head_whose_older_reservations_must_be_worked_out_answers_the_same() -
 
 
 class FitCounting(Placement):
-    """Counts the what-if fit tests of every flavor option (Placement.fits_any)."""
+    """Counts the what-if fit tests of a reservation's end-time search (Placement.fit_test)."""
 
     def __init__(self, placement: Placement) -> None:
         super().__init__(placement.s)
         self.fit_tests = 0
 
-    def fits_any(self, *args: Any) -> bool:
+    def fit_test(self, *args: Any) -> tuple[bool, int]:
         self.fit_tests += 1
-        return super().fits_any(*args)
+        return super().fit_test(*args)
 
 
 def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_it() -> None:
@@ -113,3 +113,42 @@ def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_i
     info = e.reservations.reservation(e.workloads["ns/big"], 1)
     assert info.time == 41  # the last runner's expected end
     assert counting.fit_tests == 1
+
+
+def _nodes_full_quota_free(pods: int) -> tuple[Engine, FitCounting]:
+    """32 runners of 1 GPU fill 4 nodes of 8 GPUs, 8 to a node in order of admission (best fit),
+    r<i> ending at 10 + i; the queue's quota (64 GPUs) has room for the head at once, so only
+    the nodes keep out a head of ``pods`` pods of 8 GPUs."""
+    e = Engine(EngineConfig(pods_ready_timeout=None))
+    counting = FitCounting(e.placement)
+    use_placement(e, counting)
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "a100", 4)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    for i in range(32):
+        e.submit(gang(f"r{i}", "q", 1, 1, t=i, runtime=10 + i), 0)
+    assert len(admitted(e.schedule(0))) == 32
+    assert all(len(e.workloads[f"ns/r{i}"].held) == 1 for i in range(32))
+    nodes_of = [next(iter(e.workloads[f"ns/r{i}"].held)) for i in range(32)]
+    assert all(nodes_of[i] == nodes_of[i - i % 8] for i in range(32)), nodes_of
+    e.submit(gang("big", "q", pods, 8, t=100), 1)
+    assert admitted(e.schedule(1)) == []
+    e.reservations.cache.clear()
+    counting.fit_tests = 0
+    return e, counting
+
+
+def test_a_head_the_nodes_keep_out_is_tried_again_only_once_released_nodes_could_take_its_pods() -> None:
+    """The quota lets the head in at once and the nodes do not: it is placed after the first
+    runner ends (it is 1 pod short), then not again until a whole node is free (r0 to r7 ended)."""
+    e, counting = _nodes_full_quota_free(pods=1)
+    info = e.reservations.reservation(e.workloads["ns/big"], 1)
+    assert info.time == 17
+    assert counting.fit_tests == 2
+
+
+def test_a_gang_that_needs_every_node_is_tried_after_the_first_release_and_the_last() -> None:
+    e, counting = _nodes_full_quota_free(pods=4)
+    info = e.reservations.reservation(e.workloads["ns/big"], 1)
+    assert info.time == 41
+    assert counting.fit_tests == 2
