@@ -3,6 +3,7 @@ have their reservations at hand (Reservations.fits_and_held_back), and answers a
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from gangq.core import EngineConfig
@@ -152,3 +153,53 @@ def test_a_gang_that_needs_every_node_is_tried_after_the_first_release_and_the_l
     info = e.reservations.reservation(e.workloads["ns/big"], 1)
     assert info.time == 41
     assert counting.fit_tests == 2
+
+
+class NoNodeBound(FitCounting):
+    """The end-time search without its node bound: an option is tried after every release once
+    the quota could cover it."""
+
+    def single_pod_set(self, a: Any) -> None:
+        return None
+
+
+SHAPES = ((1, 1), (1, 2), (2, 4), (1, 8), (3, 8), (4, 8))  # (pods, GPUs per pod)
+
+
+def _nodes_bound_replay(placement: type[FitCounting], seed: int) -> tuple[list[str], int]:
+    """A queue whose quota (64 GPUs) is twice its nodes (4 x 8 GPUs), so that the nodes are what
+    the waiting gangs lack: 120 gangs of random shapes and runtime limits, then the running
+    gangs finishing in order of their limit, each finish followed by a scheduling call. Returns
+    every decision and the fit tests of the reservations' end-time searches."""
+    rnd = random.Random(seed)
+    e = Engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=30))
+    counting = placement(e.placement)
+    use_placement(e, counting)
+    e.upsert_namespace("ns", {})
+    add_nodes(e, "gpu", 4, cpu=256)
+    add_queue(e, "q", [quota("gpu", 1024, 64)])
+    log: list[str] = []
+    for i in range(120):
+        pods, gpus = rnd.choice(SHAPES)
+        e.submit(gang(f"g{i}", "q", pods, gpus, t=float(i), runtime=rnd.choice((60.0, 300.0, 900.0))), 0.0)
+    log += map(repr, e.schedule(0.0))
+    now = 0.0
+    while True:
+        running = sorted(
+            (wl.end_time or 0.0, key) for key, wl in e.s.workloads.items() if wl.state == "Admitted"
+        )
+        if not running:
+            break
+        now, key = running[0]
+        e.finish(key, now)
+        log += map(repr, e.schedule(now))
+    return log, counting.fit_tests
+
+
+def test_the_node_bound_decides_as_the_search_without_it() -> None:
+    for seed in (1, 2, 3):
+        bounded, bounded_tests = _nodes_bound_replay(FitCounting, seed)
+        unbounded, unbounded_tests = _nodes_bound_replay(NoNodeBound, seed)
+        assert bounded == unbounded
+        assert sum(line.startswith("Admission") for line in bounded) == 120
+        assert bounded_tests < 0.7 * unbounded_tests, (bounded_tests, unbounded_tests)
