@@ -95,37 +95,16 @@ class FitCounting(Placement):
         return super().fit_test(*args)
 
 
-def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_it() -> None:
-    """A head that needs the whole queue waits for 32 runners to end: it is placed once, after
-    the last, not after each (a reservation's cost grew with the number of runners)."""
-    e = Engine(EngineConfig(pods_ready_timeout=None))
-    counting = FitCounting(e.placement)
-    use_placement(e, counting)
-    e.upsert_namespace("ns", {})
-    add_nodes(e, "a100", 4)
-    add_queue(e, "q", [quota("a100", 256, 32)])
-    for i in range(32):
-        e.submit(gang(f"r{i}", "q", 1, 1, t=i, runtime=10 + i), 0)
-    assert len(admitted(e.schedule(0))) == 32
-    e.submit(gang("big", "q", 4, 8, t=100), 1)
-    assert admitted(e.schedule(1)) == []
-    e.reservations.cache.clear()
-    counting.fit_tests = 0
-    info = e.reservations.reservation(e.workloads["ns/big"], 1)
-    assert info.time == 41  # the last runner's expected end
-    assert counting.fit_tests == 1
-
-
-def _nodes_full_quota_free(pods: int) -> tuple[Engine, FitCounting]:
+def _full_queue(gpu_quota: int, pods: int) -> tuple[Engine, FitCounting]:
     """32 runners of 1 GPU fill 4 nodes of 8 GPUs, 8 to a node in order of admission (best fit),
-    r<i> ending at 10 + i; the queue's quota (64 GPUs) has room for the head at once, so only
-    the nodes keep out a head of ``pods`` pods of 8 GPUs."""
+    r<i> ending at 10 + i; then a head of ``pods`` pods of 8 GPUs waits in their queue, whose
+    quota is ``gpu_quota`` GPUs. Its reservation is not cached and no fit test counted yet."""
     e = Engine(EngineConfig(pods_ready_timeout=None))
     counting = FitCounting(e.placement)
     use_placement(e, counting)
     e.upsert_namespace("ns", {})
     add_nodes(e, "a100", 4)
-    add_queue(e, "q", [quota("a100", 256, 64)])
+    add_queue(e, "q", [quota("a100", 256, gpu_quota)])
     for i in range(32):
         e.submit(gang(f"r{i}", "q", 1, 1, t=i, runtime=10 + i), 0)
     assert len(admitted(e.schedule(0))) == 32
@@ -139,17 +118,26 @@ def _nodes_full_quota_free(pods: int) -> tuple[Engine, FitCounting]:
     return e, counting
 
 
+def test_a_reservation_tries_the_head_only_once_the_released_quota_could_cover_it() -> None:
+    """A head that needs the whole queue waits for 32 runners to end: it is placed once, after
+    the last, not after each (a reservation's cost grew with the number of runners)."""
+    e, counting = _full_queue(gpu_quota=32, pods=4)
+    info = e.reservations.reservation(e.workloads["ns/big"], 1)
+    assert info.time == 41  # the last runner's expected end
+    assert counting.fit_tests == 1
+
+
 def test_a_head_the_nodes_keep_out_is_tried_again_only_once_released_nodes_could_take_its_pods() -> None:
     """The quota lets the head in at once and the nodes do not: it is placed after the first
     runner ends (it is 1 pod short), then not again until a whole node is free (r0 to r7 ended)."""
-    e, counting = _nodes_full_quota_free(pods=1)
+    e, counting = _full_queue(gpu_quota=64, pods=1)
     info = e.reservations.reservation(e.workloads["ns/big"], 1)
     assert info.time == 17
     assert counting.fit_tests == 2
 
 
 def test_a_gang_that_needs_every_node_is_tried_after_the_first_release_and_the_last() -> None:
-    e, counting = _nodes_full_quota_free(pods=4)
+    e, counting = _full_queue(gpu_quota=64, pods=4)
     info = e.reservations.reservation(e.workloads["ns/big"], 1)
     assert info.time == 41
     assert counting.fit_tests == 2
