@@ -179,6 +179,17 @@ class Placement:
             if node is not None:
                 self.s.nodes.allocate(node, req, -1)
 
+    def restore_in_statement(self, victim: Workload) -> None:
+        """What-if: charge back what :meth:`release_in_statement` freed."""
+        cq = victim.cq
+        assert cq is not None
+        for fr, amount in victim.usage.items():
+            self.s.quota.add_usage(cq.node, fr, amount)
+        for node_name, req in victim.held.items():
+            node = self.s.nodes.nodes.get(node_name)
+            if node is not None:
+                self.s.nodes.allocate(node, req, 1)
+
     def fits(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
         return self.fits_quota(cq, a) and self.fits_nodes(wl, a, nodes_checked)

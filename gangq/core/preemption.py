@@ -93,18 +93,34 @@ def victim_order(
 def minimal_victims(
     candidates: Sequence[T],
     release: Callable[[T], None],
+    restore: Callable[[T], None],
     fits: Callable[[], bool],
     mark: Callable[[], M],
     undo: Callable[[M], None],
+    could_fit: Callable[[], bool] | None = None,
 ) -> list[T] | None:
     """The smallest prefix-greedy set of ``candidates`` whose release makes the gang fit, then
     pruned: each chosen victim is put back (most important first) if the gang still fits without it.
 
-    ``release`` frees a candidate's quota and nodes inside the caller's statement; ``mark`` /
-    ``undo`` bracket trial releases. Returns ``None`` when even releasing every candidate does not
-    make the gang fit. Leaves nothing released (the caller's statement is restored to entry state).
+    ``release`` frees a candidate's quota and nodes inside the caller's statement and ``restore``
+    charges them back; ``mark`` / ``undo`` bracket trial releases. Returns ``None`` when even
+    releasing every candidate does not make the gang fit. Leaves nothing released (the caller's
+    statement is restored to entry state).
+
+    ``could_fit``, when given, is a condition that ``fits`` implies and that releasing more can
+    only turn true: tested once with every candidate released, it rules a search out without a
+    fit test after each release (on a saturated cluster nearly every search fails). The pruning
+    puts each victim back into the state where the others stay released, and leaves it there
+    when the gang still fits: one change per victim, not the other victims released again.
     """
     start = mark()
+    if could_fit is not None:
+        for candidate in candidates:
+            release(candidate)
+        possible = could_fit()
+        undo(start)
+        if not possible:
+            return None
     chosen: list[T] = []
     for candidate in candidates:
         release(candidate)
@@ -117,12 +133,12 @@ def minimal_victims(
     # Prune: try keeping each victim, the last-chosen (most protected) first.
     needed = list(chosen)
     for victim in reversed(chosen):
-        undo(start)
-        trial = [v for v in needed if v is not victim]
-        for v in trial:
-            release(v)
+        kept = mark()
+        restore(victim)
         if fits():
-            needed = trial
+            needed = [v for v in needed if v is not victim]
+        else:
+            undo(kept)
     undo(start)
     return needed
 
@@ -230,6 +246,17 @@ class Preemption:
             def fits() -> bool:
                 return self.fits_unclaimed(cq, wl, a, nodes_checked, ctx)
 
+            def fits_placement() -> bool:
+                return self.placement.fits(cq, wl, a, nodes_checked)
+
+            release = self.placement.release_in_statement
+            restore = self.placement.restore_in_statement
+            # Quota and nodes alone: more released is never less room for them when the pods
+            # are of one size (Placement.single_pod_set); pods of several sizes are placed in
+            # turn, and more room may change where the first go.
+            monotonic = not nodes_checked or self.placement.single_pod_set(a) is not None
+            could_fit = fits_placement if monotonic else None
+
             self.reservations.charge_claims(cq, wl)
             victims = None
             grace = self.s.config.preemption_grace
@@ -247,9 +274,9 @@ class Preemption:
                     )
                 ]
                 if len(settled) < len(candidates):
-                    victims = minimal_victims(settled, self.placement.release_in_statement, fits, mark, undo)
+                    victims = minimal_victims(settled, release, restore, fits, mark, undo, could_fit)
             if victims is None:
-                victims = minimal_victims(candidates, self.placement.release_in_statement, fits, mark, undo)
+                victims = minimal_victims(candidates, release, restore, fits, mark, undo, could_fit)
         finally:
             stmt.discard()
         if victims is None and deferred:
