@@ -80,34 +80,30 @@ def _world(rnd: random.Random) -> tuple[list[Amounts], Amounts, Amounts]:
     return candidates, (rnd.randint(0, 3), rnd.randint(0, 3)), (rnd.randint(1, 20), rnd.randint(1, 20))
 
 
-def test_the_search_chooses_as_the_plain_greedy_and_prune_does() -> None:
-    rnd = random.Random(5)
-    pruned = 0
+def _searches(seed: int, could_fit: bool) -> list[tuple[list[Amounts] | None, Toy, Toy]]:
+    """500 random worlds, each searched by the reference and by ``minimal_victims`` (with the
+    toy's ``could_fit`` or without): the reference's answer and both toys, after the searches."""
+    rnd = random.Random(seed)
+    out = []
     for _ in range(500):
         candidates, free, need = _world(rnd)
         plain, fast = Toy(free, need), Toy(free, need)
         expected = reference(candidates, plain)
-        got = minimal_victims(candidates, fast.release, fast.restore, fast.fits, fast.mark, fast.undo)
+        condition = fast.could_fit if could_fit else None
+        got = minimal_victims(candidates, fast.release, fast.restore, fast.fits, fast.mark, fast.undo, condition)
         assert got == expected and all(a is b for a, b in zip(got or [], expected or [], strict=True))
         assert fast.free == list(free) and not fast.log, "the state is left as it was"
-        assert fast.releases <= plain.releases
-        pruned += expected is not None and len(expected) > 1
-    assert pruned > 50  # the worlds exercise the pruning
+        out.append((expected, plain, fast))
+    return out
+
+
+def test_the_search_chooses_as_the_plain_greedy_and_prune_does() -> None:
+    searches = _searches(5, could_fit=False)
+    assert all(fast.releases <= plain.releases for _, plain, fast in searches)
+    assert sum(expected is not None and len(expected) > 1 for expected, _, _ in searches) > 50  # pruning exercised
 
 
 def test_could_fit_rules_a_search_out_without_a_fit_test_per_candidate() -> None:
-    rnd = random.Random(6)
-    ruled_out = 0
-    for _ in range(500):
-        candidates, free, need = _world(rnd)
-        plain, fast = Toy(free, need), Toy(free, need)
-        expected = reference(candidates, plain)
-        got = minimal_victims(
-            candidates, fast.release, fast.restore, fast.fits, fast.mark, fast.undo, could_fit=fast.could_fit
-        )
-        assert got == expected
-        assert fast.free == list(free) and not fast.log
-        if expected is None:
-            ruled_out += 1
-            assert fast.fit_tests == 0
-    assert ruled_out > 50
+    ruled_out = [fast for expected, _, fast in _searches(6, could_fit=True) if expected is None]
+    assert len(ruled_out) > 50
+    assert all(fast.fit_tests == 0 for fast in ruled_out)
