@@ -41,6 +41,11 @@ The watcher's rules, each a violation when broken:
 - ``partly_running``: an admitted gang has some pods running and others not for more than 30 s
   (outside API-server outages; read again from the API server before it counts).
 
+On the real control plane kwok plays the kubelet; it drops a pod's completion when the API
+server answers its status patch with an error it does not retry (500, while etcd restarts), so the
+run sets an annotation on a pod still Running 15 s past its run time, and kwok plays the pod's
+stages again, as a kubelet retries its status updates (``pods_kubelet_retried`` lists them).
+
 At the end every gang must have finished. Writes ``{"faults_injected", "faults_by_kind",
 "violations", "violation_examples", "gangs_submitted", "gangs_finished", "max_recovery_seconds",
 "leader_failovers", ...}``: ``max_recovery_seconds`` is, over the faults, the longest time from the
@@ -55,6 +60,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import datetime
 import json
 import os
 import random
@@ -91,6 +98,7 @@ RUN_SECONDS = "sandbox.gangq.io/run-seconds"
 COMMON_FAULTS = ("kill9_leader", "kill9_standby", "sigterm_leader_in_burst", "drop_watches", "expire_watches",
                  "storm_5xx", "storm_429", "conflicts_409", "latency")
 REAL_FAULTS = ("apiserver_restart", "etcd_kill9")
+KUBELET_RETRY_AFTER = 15.0  # seconds past a pod's run time before its status update is retried (real plane)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -496,6 +504,11 @@ class Watcher:
                 await asyncio.sleep(0.5)
 
 
+def _epoch(timestamp: str) -> float:
+    """An RFC 3339 time of the API (``2026-12-02T15:21:54Z``) as seconds since the epoch."""
+    return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
 def _rv(obj: dict[str, Any]) -> int:
     try:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
@@ -600,6 +613,7 @@ class Fault:
 class Chaos:
     def __init__(self, plane: Plane, tmp: Path, args: argparse.Namespace) -> None:
         self.plane = plane
+        self.kubelet_retried: list[str] = []  # pods whose status update the run retried for kwok
         self.tmp = tmp
         self.quick = args.quick
         self.rng = random.Random(args.seed)
@@ -745,6 +759,50 @@ class Chaos:
             self.watcher.outages.append((start, time.time()))
         fault.end = time.time()
 
+    async def kubelet_retries(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
+        """On the real control plane, a pod still Running ``KUBELET_RETRY_AFTER`` seconds past its
+        run time gets its status update again: its annotation ``chaos.gangq.io/kubelet-retry`` is
+        set, and kwok, which sees the pod change, plays the pod's stages again.
+
+        kwok v0.8.0 retries a failed status patch only on a refused connection, a timeout, 503 or
+        429; an API server whose etcd was just killed answers 500, and kwok drops that pod's
+        completion for good: the pod runs forever and its gang never finishes. A kubelet retries
+        its status updates until they land; this does it for kwok."""
+        if self.plane.name != "real":
+            return
+        while not stop.is_set():
+            await asyncio.sleep(5.0)
+            try:
+                status, listing = await self.api.request(session, "GET", "/api/v1/namespaces/default/pods", attempts=3)
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                continue  # an outage: the next round lists again
+            if status != 200:
+                continue
+            now = time.time()
+            for pod in listing.get("items") or []:
+                meta, st = pod.get("metadata") or {}, pod.get("status") or {}
+                if st.get("phase") != "Running" or meta.get("deletionTimestamp"):
+                    continue
+                started = [c["state"]["running"].get("startedAt") for c in st.get("containerStatuses") or []
+                           if (c.get("state") or {}).get("running")]
+                try:
+                    run = float((meta.get("annotations") or {}).get("sandbox.gangq.io/run-seconds", "1"))
+                    since = min(_epoch(t) for t in started if t)
+                except ValueError:
+                    continue
+                if now - since < run + KUBELET_RETRY_AFTER:
+                    continue
+                if meta["name"] not in self.kubelet_retried:
+                    self.kubelet_retried.append(meta["name"])
+                body = {"metadata": {"annotations": {"chaos.gangq.io/kubelet-retry": str(round(now))}}}
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.patch(
+                        f"{self.api.url}/api/v1/namespaces/default/pods/{meta['name']}", data=json.dumps(body),
+                        headers={"Content-Type": "application/merge-patch+json"},
+                        timeout=aiohttp.ClientTimeout(total=15),
+                    ) as resp:
+                        await resp.read()
+
     async def supervisor(self, stop: asyncio.Event) -> None:
         """Start again a replica that exited on its own (crash-only: its Deployment would), and
         count it: a controller that exits under a fault is a finding even when nothing is lost."""
@@ -794,6 +852,7 @@ class Chaos:
                 await asyncio.sleep(0.2)
             started = time.time()
             supervisor = asyncio.ensure_future(self.supervisor(stop))
+            retries = asyncio.ensure_future(self.kubelet_retries(session, stop))
             submitter = asyncio.ensure_future(self.submitter(session, spread, burst))
             await self.injector(session, started + fault_window, burst)
             await submitter
@@ -803,6 +862,9 @@ class Chaos:
             while len(self.watcher.finished) < len(self.gangs) and time.time() < finish_deadline:
                 await asyncio.sleep(0.5)
             ended = time.time()
+            retries.cancel()  # it uses the session
+            with contextlib.suppress(asyncio.CancelledError):
+                await retries
         stop.set()
         await watcher
         await supervisor
@@ -849,6 +911,7 @@ class Chaos:
                 for f in self.faults if f.kind in ("kill9_leader", "sigterm_leader_in_burst")
                 and f.failover_seconds is None and f.end > 0],
             "unplanned_controller_exits": self.unplanned_exits,
+            "pods_kubelet_retried": self.kubelet_retried,
             "evictions_seen": w.evictions,
             "admissions_seen": len(w.admissions),
             "watch_events": w.events,
