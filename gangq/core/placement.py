@@ -170,25 +170,22 @@ class Placement:
 
     def release_in_statement(self, victim: Workload) -> None:
         """What-if: free a victim's quota and every node capacity it holds."""
-        cq = victim.cq
-        assert cq is not None
-        for fr, amount in victim.usage.items():
-            self.s.quota.add_usage(cq.node, fr, -amount)
-        for node_name, req in victim.held.items():
-            node = self.s.nodes.nodes.get(node_name)
-            if node is not None:
-                self.s.nodes.allocate(node, req, -1)
+        self._charge_in_statement(victim, -1)
 
     def restore_in_statement(self, victim: Workload) -> None:
         """What-if: charge back what :meth:`release_in_statement` freed."""
+        self._charge_in_statement(victim, 1)
+
+    def _charge_in_statement(self, victim: Workload, sign: int) -> None:
+        """What-if: charge (``sign`` 1) or free (-1) a victim's quota and the node capacity it holds."""
         cq = victim.cq
         assert cq is not None
         for fr, amount in victim.usage.items():
-            self.s.quota.add_usage(cq.node, fr, amount)
+            self.s.quota.add_usage(cq.node, fr, sign * amount)
         for node_name, req in victim.held.items():
             node = self.s.nodes.nodes.get(node_name)
             if node is not None:
-                self.s.nodes.allocate(node, req, 1)
+                self.s.nodes.allocate(node, req, sign)
 
     def fits(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
@@ -196,11 +193,18 @@ class Placement:
 
     def fits_nodes(self, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would the pods of ``wl`` with assignment ``a`` fit the nodes now (always, unchecked)?"""
+        return self._node_trial(wl, a, nodes_checked)[0]
+
+    def _node_trial(self, wl: Workload, a: Assignment, nodes_checked: bool) -> tuple[bool, int]:
+        """:meth:`fits_nodes`, and if not, how many of the gang's ``minMember`` pods the nodes
+        could not take (0 when only ``minResources`` failed)."""
         if not nodes_checked:
-            return True
+            return True, 0
         with Statement(self.s.quota, self.s.nodes):
-            why, _, _ = self.place(wl, a, None)
-        return not why
+            why, _, placed = self.place(wl, a, None)
+        if not why:
+            return True, 0
+        return False, max(wl.min_member - placed, 0)
 
     def fits_quota(self, cq: ClusterQueueState, a: Assignment) -> bool:
         """Does the quota available to ``cq`` now take assignment ``a``?"""
@@ -218,13 +222,7 @@ class Placement:
         (the quota, or ``minResources``)."""
         if not self.fits_quota(cq, a):
             return False, 0
-        if not nodes_checked:
-            return True, 0
-        with Statement(self.s.quota, self.s.nodes):
-            why, _, placed = self.place(wl, a, None)
-        if not why:
-            return True, 0
-        return False, max(wl.min_member - placed, 0)
+        return self._node_trial(wl, a, nodes_checked)
 
     def single_pod_set(self, a: Assignment) -> tuple[Mapping[str, int], frozenset[int]] | None:
         """The per-pod requests and candidate node pools of an assignment of one pod set, or None.
