@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import json
 import os
 import random
@@ -84,6 +83,7 @@ sys.path.insert(0, str(ROOT))
 
 from gangq.api.quantity import parse_quantity  # noqa: E402
 from gangq.controlplane.faultproxy import FaultProxy  # noqa: E402
+from gangq.jobset.reconciler import parse_time  # noqa: E402
 from gangq.sandbox.runtime import free_port  # noqa: E402
 
 NODES = "4x{cpu:8,memory:32Gi}"
@@ -504,11 +504,6 @@ class Watcher:
                 await asyncio.sleep(0.5)
 
 
-def _epoch(timestamp: str) -> float:
-    """An RFC 3339 time of the API (``2026-12-02T15:21:54Z``) as seconds since the epoch."""
-    return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
 def _rv(obj: dict[str, Any]) -> int:
     try:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
@@ -785,11 +780,14 @@ class Chaos:
                     continue
                 started = [c["state"]["running"].get("startedAt") for c in st.get("containerStatuses") or []
                            if (c.get("state") or {}).get("running")]
+                times = [t for t in map(parse_time, started) if t is not None]
                 try:
-                    run = float((meta.get("annotations") or {}).get("sandbox.gangq.io/run-seconds", "1"))
-                    since = min(_epoch(t) for t in started if t)
+                    run = float((meta.get("annotations") or {}).get(RUN_SECONDS, "1"))
                 except ValueError:
                     continue
+                if not times:
+                    continue
+                since = min(times)
                 if now - since < run + KUBELET_RETRY_AFTER:
                     continue
                 if meta["name"] not in self.kubelet_retried:
