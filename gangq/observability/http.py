@@ -225,13 +225,17 @@ def create_app(
     pending: PendingSource | None = None,
     *,
     ready: Callable[[], bool] | None = None,
+    before_scrape: Callable[[], None] | None = None,
 ) -> web.Application:
-    """The controller's HTTP app: ``/metrics`` (``registry``), ``/healthz``, ``/readyz`` (``ready()``,
-    e.g. "caches synced"; always ready when not given) and, when ``pending`` is given, the
-    pending-workloads API."""
+    """The controller's HTTP app: ``/metrics`` (``registry``, after ``before_scrape()``, which
+    brings computed gauges up to date), ``/healthz``, ``/readyz`` (``ready()``, e.g. "caches
+    synced"; always ready when not given) and, when ``pending`` is given, the pending-workloads
+    API."""
     app = web.Application()
 
     async def metrics(_: web.Request) -> web.Response:
+        if before_scrape is not None:
+            before_scrape()
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -61,6 +61,15 @@ def get_json(app: AppFactory, path: str) -> tuple[int, Any]:
     return result
 
 
+def get_text(app: AppFactory, path: str) -> tuple[int, str]:
+    async def fn(client: TestClient) -> tuple[int, str]:
+        resp = await client.get(path)
+        return resp.status, await resp.text()
+
+    result: tuple[int, str] = call(app, fn)
+    return result
+
+
 def test_cluster_queue_pending_in_admission_order_with_paging() -> None:
     e = busy_engine()
     app = lambda: create_app(CollectorRegistry(), engine_source(e, clock=lambda: NOW))  # noqa: E731
@@ -248,12 +257,16 @@ def test_telemetry_wraps_schedule_finish_and_serves() -> None:
     assert reg.get_sample_value("gangq_pending_workloads", {"cluster_queue": "a", "status": "inadmissible"}) == 1
     t.finish("ns/g1", 2.0)
     assert reg.get_sample_value("gangq_finished_workloads_total", {"cluster_queue": "a"}) == 1
-    t.schedule(3.0)  # admits g2: refreshed because something happened
-    assert reg.get_sample_value("gangq_pending_workloads", {"cluster_queue": "a", "status": "inadmissible"}) == 0
+    assert t.schedule(3.0)  # admits g2, within the interval: the gauges are not recomputed yet
+    assert reg.get_sample_value("gangq_pending_workloads", {"cluster_queue": "a", "status": "inadmissible"}) == 1
+    status, text = get_text(t.app, "/metrics")  # a scrape recomputes them first
+    assert status == 200
+    assert 'gangq_pending_workloads{cluster_queue="a",status="inadmissible"} 0.0' in text
+    assert 'gangq_admitted_active_workloads{cluster_queue="a"} 1.0' in text
     t.finish("ns/g2", 4.0)
-    t.schedule(5.0)  # nothing happened and the interval has not passed: no refresh
+    t.schedule(55.0)  # the scrape at 50 (the clock) reset the interval: not yet
     assert reg.get_sample_value("gangq_admitted_active_workloads", {"cluster_queue": "a"}) == 1
-    t.schedule(13.5)
+    t.schedule(60.5)  # the interval has passed
     assert reg.get_sample_value("gangq_admitted_active_workloads", {"cluster_queue": "a"}) == 0
 
     e.submit(gang("g3", "a", 1, 16), now=10.0)
