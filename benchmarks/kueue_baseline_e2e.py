@@ -67,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from gangq.api.quantity import parse_quantity  # noqa: E402
 from gangq.gc_tuning import tune_gc  # noqa: E402
 from gangq.observability.metrics import controller_summary  # noqa: E402
 from gangq.operator.install import apply_objects, install_crds, load_yaml  # noqa: E402
@@ -85,6 +86,7 @@ KUEUE = {
 }
 TARGETS = {"wall_seconds": 90.0, "min_cq_usage_pct": 70.0, "api_writes_per_workload": 3.0}
 NOMINAL_CPU = 20.0
+CQ_SETTLE_SECONDS = 30.0  # after the last completion, how long the ClusterQueue record waits for usage 0
 CONTROLLER_AGENTS = ("gangq", "kopf")  # the controller's user agents in the audit log
 RUNNER_AGENT = "gangq-kueue-baseline-runner/1"
 
@@ -224,6 +226,58 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return cpu, peak
 
 
+class QuotaRecorder:
+    """Kueue's performance recorder (``test/performance/scheduler/runner/recorder``) on gangq's
+    ClusterQueues: every ClusterQueue event (the initial list, then each status change) is a
+    sample of its ``status.flavorsUsage`` cpu total, the quota its admitted workloads hold, and
+    the cpu·s used are the sum of each sample's usage × the time until the next one. As Kueue's
+    summary does for a class of ClusterQueues: the used cpu·s and the nominal quotas of all of
+    them added up, elapsed from the first event to the last. So ``usage_pct`` is Kueue's checker
+    formula on the same kind of record as Kueue's side of ``benchmarks/vs_kueue.py``."""
+
+    __slots__ = ("queues",)
+
+    def __init__(self) -> None:
+        # name -> [first event, last event, cpu held since it, cpu·s used, nominal cpu]
+        self.queues: dict[str, list[float]] = {}
+
+    @staticmethod
+    def _cpu(entries: Any, field: str) -> float:
+        total = 0.0
+        for flavor in entries or []:
+            for res in flavor.get("resources") or []:
+                if res.get("name") == "cpu" and res.get(field) is not None:
+                    total += parse_quantity(res[field], "cpu") / 1000.0
+        return total
+
+    def observe(self, obj: dict[str, Any], now: float) -> None:
+        name = str(obj["metadata"]["name"])
+        held = self._cpu((obj.get("status") or {}).get("flavorsUsage"), "total")
+        nominal = sum(self._cpu(group.get("flavors"), "nominalQuota")
+                      for group in (obj.get("spec") or {}).get("resourceGroups") or [])
+        q = self.queues.get(name)
+        if q is None:
+            self.queues[name] = [now, now, held, 0.0, nominal]
+            return
+        q[3] += q[2] * (now - q[1])
+        q[1], q[2], q[4] = now, held, nominal
+
+    def idle(self) -> bool:
+        """Every ClusterQueue's last sample holds no quota."""
+        return all(q[2] == 0.0 for q in self.queues.values())
+
+    def summary(self) -> dict[str, Any]:
+        if not self.queues:
+            return {"usage_pct": None, "cpu_seconds_used": 0.0, "nominal_cpu": 0.0, "elapsed_seconds": 0.0,
+                    "cluster_queues": 0, "idle_at_end": True}
+        used = sum(q[3] for q in self.queues.values())
+        nominal = sum(q[4] for q in self.queues.values())
+        elapsed = max(q[1] for q in self.queues.values()) - min(q[0] for q in self.queues.values())
+        pct = round(100.0 * used / (nominal * elapsed), 2) if nominal and elapsed > 0 else None
+        return {"usage_pct": pct, "cpu_seconds_used": round(used, 2), "nominal_cpu": nominal,
+                "elapsed_seconds": round(elapsed, 2), "cluster_queues": len(self.queues), "idle_at_end": self.idle()}
+
+
 class Runner:
     def __init__(self, url: str, plan: list[tuple[float, str, str, str, int, float]],
                  api: WorkloadApi = KINDS["jobset"]) -> None:
@@ -245,8 +299,10 @@ class Runner:
         self.t0 = 0.0
         self.start_rv = "0"
         self.rtt = {"create": [0, 0.0], "complete": [0, 0.0]}  # requests, seconds: the API server's answer time
+        self.quota = QuotaRecorder()
 
     async def run(self, session: aiohttp.ClientSession) -> None:
+        cq_watcher = asyncio.ensure_future(self.watch_cluster_queues(session))
         async with session.get(self.collection) as r:
             self.start_rv = (await r.json())["metadata"]["resourceVersion"]
         watcher = asyncio.ensure_future(self.watch(session))
@@ -262,6 +318,35 @@ class Runner:
             task.add_done_callback(tasks.discard)
         await self.done.wait()
         watcher.cancel()
+        # as Kueue's recorder, until the ClusterQueues' status shows no quota held (gangq writes
+        # it at most every status.queueIntervalSeconds)
+        deadline = time.monotonic() + CQ_SETTLE_SECONDS
+        while not self.quota.idle() and time.monotonic() < deadline and not cq_watcher.done():
+            await asyncio.sleep(0.2)
+        cq_watcher.cancel()
+
+    async def watch_cluster_queues(self, session: aiohttp.ClientSession) -> None:
+        """Feed :attr:`quota` every ClusterQueue event, from a list at the start of the run."""
+        collection = self.url + resource_path("gangq.io", "v1alpha1", "clusterqueues")
+        async with session.get(collection) as r:
+            listed = await r.json()
+        now = time.monotonic()
+        for obj in listed.get("items") or []:
+            self.quota.observe(obj, now)
+        rv = listed["metadata"]["resourceVersion"]
+        while True:
+            url = f"{collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    if ev["type"] == "ERROR":
+                        self.errors.append(f"ClusterQueue watch: {ev['object']}")
+                        return
+                    rv = ev["object"]["metadata"].get("resourceVersion", rv)
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        self.quota.observe(ev["object"], time.monotonic())
 
     async def create(
         self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str, cls: str, cpu: int
@@ -633,6 +718,7 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
         "writes_by_resource": by_resource,
         "writes_by_agent": by_agent,
         "cq_cpu_seconds_used": {q: round(u, 3) for q, u in sorted(used.items())},
+        "cq_status_usage": runner.quota.summary(),
         "failed_requests": failed,
         "runner_errors": runner.errors[:20],
         "controller_summary": summary,

@@ -64,15 +64,41 @@ def test_the_runners_finished_status_finishes_each_kind(bench: ModuleType) -> No
     assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
 
 
+def _cluster_queue(name: str, held: str | None, nominal: int = 20) -> dict[str, Any]:
+    flavors = [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]
+    status = {"flavorsUsage": [{"name": "default", "resources": [{"name": "cpu", "total": held}]}]} if held else {}
+    return {"metadata": {"name": name}, "spec": {"resourceGroups": [{"flavors": flavors}]}, "status": status}
+
+
+def test_the_quota_record_integrates_cluster_queue_status_as_kueues_recorder(bench: ModuleType) -> None:
+    rec = bench.QuotaRecorder()
+    rec.observe(_cluster_queue("a", None), 0.0)  # listed before the controller wrote its status
+    rec.observe(_cluster_queue("b", "0"), 1.0)
+    rec.observe(_cluster_queue("a", "20"), 2.0)  # a holds 20 cpu from 2 s ...
+    rec.observe(_cluster_queue("b", "500m"), 4.0)
+    assert not rec.idle()
+    rec.observe(_cluster_queue("a", "0"), 7.0)  # ... to 7 s: 100 cpu·s
+    rec.observe(_cluster_queue("b", "0"), 10.0)  # b: 0.5 cpu for 6 s, 3 cpu·s
+    assert rec.idle()
+    summary = rec.summary()
+    assert (summary["cpu_seconds_used"], summary["nominal_cpu"], summary["elapsed_seconds"]) == (103.0, 40.0, 10.0)
+    assert summary["usage_pct"] == round(100 * 103.0 / (40.0 * 10.0), 2) and summary["cluster_queues"] == 2
+    assert bench.QuotaRecorder().summary()["usage_pct"] is None
+
+
 def test_a_small_job_run_finishes_every_job(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--scale", "0.01", "--kind", "job", "--json", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    config = tmp_path / "config.yaml"  # ClusterQueue status often enough to record this short run's usage
+    config.write_text("status:\n  queueIntervalSeconds: 0.2\n")
+    run = subprocess.run([sys.executable, str(SCRIPT), "--scale", "0.01", "--kind", "job", "--json", str(out),
+                          "--config", str(config)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["kind"] == "job" and report["control_plane"] == "emulated"
     assert report["workloads"] == 150 and report["runner_errors"] == []
     assert report["controller_summary"]["workload_status_writes"]["Finished"] == 150
+    quota = report["cq_status_usage"]  # the ClusterQueues' status, recorded until it showed no quota held
+    assert quota["cluster_queues"] == 30 and quota["idle_at_end"] and quota["usage_pct"] > 0
     writes = report["writes_by_resource"]
     assert writes["create workloads.gangq.io"] == 150 and writes["patch jobs.batch"] >= 150
     assert not [k for k in writes if "jobsets" in k or k in ("create jobs.batch", "patch jobs.batch/status")]
