@@ -235,11 +235,12 @@ class QuotaRecorder:
     them added up, elapsed from the first event to the last. So ``usage_pct`` is Kueue's checker
     formula on the same kind of record as Kueue's side of ``benchmarks/vs_kueue.py``."""
 
-    __slots__ = ("queues",)
+    __slots__ = ("broken_streams", "queues")
 
     def __init__(self) -> None:
         # name -> [first event, last event, cpu held since it, cpu·s used, nominal cpu]
         self.queues: dict[str, list[float]] = {}
+        self.broken_streams: list[str] = []  # the watch's, resumed from where they broke
 
     @staticmethod
     def _cpu(entries: Any, field: str) -> float:
@@ -275,7 +276,9 @@ class QuotaRecorder:
         elapsed = max(q[1] for q in self.queues.values()) - min(q[0] for q in self.queues.values())
         pct = round(100.0 * used / (nominal * elapsed), 2) if nominal and elapsed > 0 else None
         return {"usage_pct": pct, "cpu_seconds_used": round(used, 2), "nominal_cpu": nominal,
-                "elapsed_seconds": round(elapsed, 2), "cluster_queues": len(self.queues), "idle_at_end": self.idle()}
+                "elapsed_seconds": round(elapsed, 2), "cluster_queues": len(self.queues), "idle_at_end": self.idle(),
+                "broken_streams": self.broken_streams[:10],
+                "held_at_end": {n: q[2] for n, q in sorted(self.queues.items()) if q[2]}}
 
 
 class Runner:
@@ -336,17 +339,21 @@ class Runner:
         rv = listed["metadata"]["resourceVersion"]
         while True:
             url = f"{collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
-            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
-                async for line in r.content:
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    if ev["type"] == "ERROR":
-                        self.errors.append(f"ClusterQueue watch: {ev['object']}")
-                        return
-                    rv = ev["object"]["metadata"].get("resourceVersion", rv)
-                    if ev["type"] in ("ADDED", "MODIFIED"):
-                        self.quota.observe(ev["object"], time.monotonic())
+            try:
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                    async for line in r.content:
+                        if not line.strip():
+                            continue
+                        ev = json.loads(line)
+                        if ev["type"] == "ERROR":
+                            self.errors.append(f"ClusterQueue watch: {ev['object']}")
+                            return
+                        rv = ev["object"]["metadata"].get("resourceVersion", rv)
+                        if ev["type"] in ("ADDED", "MODIFIED"):
+                            self.quota.observe(ev["object"], time.monotonic())
+            except (aiohttp.ClientError, TimeoutError) as err:  # a broken stream: watch again from rv
+                self.quota.broken_streams.append(f"{type(err).__name__}: {err}")
+                await asyncio.sleep(0.2)
 
     async def create(
         self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str, cls: str, cpu: int

@@ -5,10 +5,15 @@ Writes run as tasks, ordered per key (a JobSet's eviction never overtakes its ad
 lanes so a burst of status writes never delays an admission or an eviction:
 
 - critical: JobSet admission and eviction patches, at most :data:`CRITICAL_IN_FLIGHT`;
-- background: everything else (Workload creates and status, queue status, Events), at most
+- background: everything else (Workload creates and status, Events), at most
   :data:`BACKGROUND_IN_FLIGHT`, and only while at most :data:`CRITICAL_QUIET` critical writes wait
   or are in flight (or after :data:`BACKGROUND_MAX_WAIT_SECONDS`): on a busy API server they would
   queue ahead of the writes that start gangs.
+
+ClusterQueue, LocalQueue and Cohort status writes have a lane of their own, at most
+:data:`QUEUES_IN_FLIGHT`, beside the admissions: a few per ``status.queueIntervalSeconds``
+whatever the load, they are what an admin reads to see a queue's usage, and behind the
+background writes of a busy controller they showed usage minutes old.
 
 The reads that confirm an eviction (:mod:`gangq.operator.evictions`) have a lane of their own, at
 most :data:`READS_IN_FLIGHT`: the evicted gang's quota, and the preemptor waiting for it, wait for
@@ -53,6 +58,7 @@ BACKGROUND_IN_FLIGHT: Final = 16
 CRITICAL_QUIET: Final = 4
 BACKGROUND_MAX_WAIT_SECONDS: Final = 2.0
 READS_IN_FLIGHT: Final = 4
+QUEUES_IN_FLIGHT: Final = 4
 
 WRITTEN: Final = "_written"
 """Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
@@ -76,6 +82,7 @@ class Writer:
         self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
         self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
         self._sem_read = asyncio.Semaphore(READS_IN_FLIGHT)
+        self._sem_queues = asyncio.Semaphore(QUEUES_IN_FLIGHT)
         self._critical_busy = 0
         self._critical_clear = asyncio.Event()
         self._critical_clear.set()
@@ -86,11 +93,14 @@ class Writer:
     # Lanes
     # ------------------------------------------------------------------------------------------
 
-    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False, read: bool = False) -> None:
-        """Run ``fn`` as a task in its lane (``critical``, ``read``, else background), after the
-        previous task of ``chain_key``."""
+    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False, read: bool = False,
+              queues: bool = False) -> None:
+        """Run ``fn`` as a task in its lane (``critical``, ``read``, ``queues``, else background),
+        after the previous task of ``chain_key``."""
         prev = self._chains.get(chain_key) if chain_key else None
-        sem = self._sem_critical if critical else self._sem_read if read else self._sem_background
+        background = not (critical or read or queues)
+        sem = (self._sem_critical if critical else self._sem_read if read
+               else self._sem_queues if queues else self._sem_background)
 
         async def run() -> None:
             if critical:
@@ -102,7 +112,7 @@ class Writer:
                     with contextlib.suppress(BaseException):
                         await prev
                 async with sem:
-                    if not critical and not read and not self._critical_clear.is_set():
+                    if background and not self._critical_clear.is_set():
                         # behind the admissions, but never starved (a slow API server keeps patches in flight)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)
