@@ -52,21 +52,14 @@ def call(app: AppFactory, fn: Callable[[TestClient], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
-def get_json(app: AppFactory, path: str) -> tuple[int, Any]:
+def get_json(app: AppFactory, path: str, *, text: bool = False) -> tuple[int, Any]:
+    """GET ``path``: the status and the JSON body (``text``: the body as text)."""
+
     async def fn(client: TestClient) -> tuple[int, Any]:
         resp = await client.get(path)
-        return resp.status, await resp.json()
+        return resp.status, await (resp.text() if text else resp.json())
 
     result: tuple[int, Any] = call(app, fn)
-    return result
-
-
-def get_text(app: AppFactory, path: str) -> tuple[int, str]:
-    async def fn(client: TestClient) -> tuple[int, str]:
-        resp = await client.get(path)
-        return resp.status, await resp.text()
-
-    result: tuple[int, str] = call(app, fn)
     return result
 
 
@@ -259,7 +252,7 @@ def test_telemetry_wraps_schedule_finish_and_serves() -> None:
     assert reg.get_sample_value("gangq_finished_workloads_total", {"cluster_queue": "a"}) == 1
     assert t.schedule(3.0)  # admits g2, within the interval: the gauges are not recomputed yet
     assert reg.get_sample_value("gangq_pending_workloads", {"cluster_queue": "a", "status": "inadmissible"}) == 1
-    status, text = get_text(t.app, "/metrics")  # a scrape recomputes them first
+    status, text = get_json(t.app, "/metrics", text=True)  # a scrape recomputes them first
     assert status == 200
     assert 'gangq_pending_workloads{cluster_queue="a",status="inadmissible"} 0.0' in text
     assert 'gangq_admitted_active_workloads{cluster_queue="a"} 1.0' in text
