@@ -229,7 +229,7 @@ class EvictionResync:
         self.reads.setdefault(ns, {})[entry.key] = entry
         if ns not in self.reading:
             self.reading.add(ns)
-            self.writer.spawn(f"resync:{ns}", self._namespace_reader(ns), read=True)
+            self.writer.spawn(f"resync:{ns}", self._namespace_reader(ns), lane="read")
 
     def _namespace_reader(self, ns: str) -> Any:
         async def read() -> None:

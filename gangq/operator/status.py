@@ -291,7 +291,7 @@ class Statuses:
             else:
                 ns, _, lq = name.partition("/")
                 path = resource_path(GROUP, VERSION, "localqueues", ns, lq, "status")
-            self.writer.spawn(kind_key, self._queue_writer(path, status), queues=True)
+            self.writer.spawn(kind_key, self._queue_writer(path, status), lane="queues")
 
     def _queue_writer(self, path: str, status: dict[str, Any]) -> Write:
         async def write() -> None:

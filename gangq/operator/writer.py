@@ -32,7 +32,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
@@ -69,6 +69,8 @@ OUTCOME_READ_DELAYS: Final = (1.0, 2.0, 4.0)
 
 _ADMISSION_PATH: Final = "/metadata/annotations/" + ADMISSION_ANNOTATION.replace("/", "~1")
 
+Lane = Literal["critical", "background", "queues", "read"]
+"""The lanes of the module docstring; ``read`` is the eviction reads'."""
 Report = Callable[[str, dict[str, Any]], None]
 Write = Callable[[], Awaitable[None]]
 
@@ -79,10 +81,12 @@ class Writer:
     def __init__(self, state: ControllerState, report: Report) -> None:
         self.state = state
         self.report = report
-        self._sem_critical = asyncio.Semaphore(CRITICAL_IN_FLIGHT)
-        self._sem_background = asyncio.Semaphore(BACKGROUND_IN_FLIGHT)
-        self._sem_read = asyncio.Semaphore(READS_IN_FLIGHT)
-        self._sem_queues = asyncio.Semaphore(QUEUES_IN_FLIGHT)
+        self._lanes: dict[Lane, asyncio.Semaphore] = {
+            "critical": asyncio.Semaphore(CRITICAL_IN_FLIGHT),
+            "background": asyncio.Semaphore(BACKGROUND_IN_FLIGHT),
+            "queues": asyncio.Semaphore(QUEUES_IN_FLIGHT),
+            "read": asyncio.Semaphore(READS_IN_FLIGHT),
+        }
         self._critical_busy = 0
         self._critical_clear = asyncio.Event()
         self._critical_clear.set()
@@ -93,14 +97,11 @@ class Writer:
     # Lanes
     # ------------------------------------------------------------------------------------------
 
-    def spawn(self, chain_key: str | None, fn: Write, *, critical: bool = False, read: bool = False,
-              queues: bool = False) -> None:
-        """Run ``fn`` as a task in its lane (``critical``, ``read``, ``queues``, else background),
-        after the previous task of ``chain_key``."""
+    def spawn(self, chain_key: str | None, fn: Write, *, lane: Lane = "background") -> None:
+        """Run ``fn`` as a task in its lane, after the previous task of ``chain_key``."""
         prev = self._chains.get(chain_key) if chain_key else None
-        background = not (critical or read or queues)
-        sem = (self._sem_critical if critical else self._sem_read if read
-               else self._sem_queues if queues else self._sem_background)
+        critical = lane == "critical"
+        sem = self._lanes[lane]
 
         async def run() -> None:
             if critical:
@@ -112,7 +113,7 @@ class Writer:
                     with contextlib.suppress(BaseException):
                         await prev
                 async with sem:
-                    if background and not self._critical_clear.is_set():
+                    if lane == "background" and not self._critical_clear.is_set():
                         # behind the admissions, but never starved (a slow API server keeps patches in flight)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._critical_clear.wait(), BACKGROUND_MAX_WAIT_SECONDS)
@@ -229,7 +230,7 @@ class Writer:
                     self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
                     return
 
-        self.spawn(key, write, critical=True)
+        self.spawn(key, write, lane="critical")
 
     async def _read_outcome(self, path: str) -> Mapping[str, Any] | None:
         """The object after a patch whose outcome is unknown, read again through a short outage
@@ -309,7 +310,7 @@ class Writer:
                     break
             self.report(WRITTEN, {"key": key})
 
-        self.spawn(key, write, critical=True)
+        self.spawn(key, write, lane="critical")
 
     # ------------------------------------------------------------------------------------------
     # ClusterQueues

@@ -25,9 +25,9 @@ def test_queue_status_is_written_while_admissions_hold_back_the_background() -> 
             return fn
 
         for i in range(w.CRITICAL_QUIET + 1):  # more admissions in flight than the background waits for
-            lanes.spawn(f"jobset-{i}", write(f"admission-{i}", release), critical=True)
+            lanes.spawn(f"jobset-{i}", write(f"admission-{i}", release), lane="critical")
         lanes.spawn("wl:a", write("workload-status"))
-        lanes.spawn("cq:a", write("cluster-queue-status"), queues=True)
+        lanes.spawn("cq:a", write("cluster-queue-status"), lane="queues")
         await asyncio.sleep(0.3)  # well within BACKGROUND_MAX_WAIT_SECONDS
         while_busy = list(done)
         release.set()
