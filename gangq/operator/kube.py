@@ -196,16 +196,20 @@ class KubeClient:
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
         want_body: bool = True,
+        attempts: int = 6,
     ) -> dict[str, Any]:
         """One request; returns the decoded JSON body (``{}`` with ``want_body=False``: a write whose
         answer nobody reads is not decoded); raises :class:`ApiError` on a non-2xx code.
-        Retries 429 / 5xx / connection errors a few times with backoff (honouring Retry-After)."""
+        Makes up to ``attempts`` tries: 429 / 5xx / connection errors are retried with backoff
+        (honouring Retry-After). A caller with a deadline of its own (the Lease's renewal) asks
+        for one and retries on its own schedule."""
         session = await self.session()
         url = self.credentials.server + path
         data = None if body is None else json.dumps(body, separators=(",", ":"))
         is_write = method != "GET"
         delay = 0.2
-        for attempt in range(6):
+        last = max(1, attempts) - 1
+        for attempt in range(last + 1):
             await self.bucket.take()
             try:
                 async with session.request(
@@ -215,7 +219,7 @@ class KubeClient:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError) as err:
-                if attempt == 5:
+                if attempt == last:
                     raise ApiError(0, "ConnectionError", str(err)) from err
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -229,7 +233,7 @@ class KubeClient:
                     log.debug("request observer failed", exc_info=True)
             if status < 300:
                 return json.loads(text) if text and want_body else {}
-            if (status == 429 or status >= 500) and attempt < 5:
+            if (status == 429 or status >= 500) and attempt < last:
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, 5.0)
@@ -241,8 +245,8 @@ class KubeClient:
                 raise ApiError(status, "", text) from None
         raise ApiError(0, "Retries", f"{method} {path} failed")  # pragma: no cover
 
-    async def get(self, path: str) -> dict[str, Any]:
-        return await self.request("GET", path)
+    async def get(self, path: str, *, attempts: int = 6) -> dict[str, Any]:
+        return await self.request("GET", path, attempts=attempts)
 
     async def list(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         """All items of a list, following ``continue`` tokens (500 per page)."""
@@ -260,11 +264,13 @@ class KubeClient:
         result["items"] = items
         return result
 
-    async def create(self, path: str, body: dict[str, Any], *, want_body: bool = True) -> dict[str, Any]:
-        return await self.request("POST", path, body=body, want_body=want_body)
+    async def create(
+        self, path: str, body: dict[str, Any], *, want_body: bool = True, attempts: int = 6
+    ) -> dict[str, Any]:
+        return await self.request("POST", path, body=body, want_body=want_body, attempts=attempts)
 
-    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("PUT", path, body=body)
+    async def replace(self, path: str, body: dict[str, Any], *, attempts: int = 6) -> dict[str, Any]:
+        return await self.request("PUT", path, body=body, attempts=attempts)
 
     async def patch(
         self, path: str, body: Any, content_type: str = MERGE_PATCH, *, want_body: bool = True

@@ -5,6 +5,18 @@ Only the replica holding the Lease runs the controller; the others wait. The hol
 passed. Updates carry the resourceVersion they read, so two candidates cannot both win (409).
 A leader that cannot renew before its lease runs out stops leading (``lost`` is set) — the operator
 then stops, as controller-runtime's managers do.
+
+Renewal is built to ride out a busy or flaky API server, because a leader that gives up its Lease
+under a short storm of 429s or 503s costs the cluster a failover (a restart, a full recovery and
+minutes without admissions on a large cluster) for nothing:
+
+- the leader renews with one request, an update of the Lease it last wrote (client-go's
+  optimistic renewal); only when that conflicts does it read the Lease again;
+- a failed renewal is tried again after a quarter of the renew interval, not a whole interval, so
+  the renew deadline holds several attempts and not one or two; each request is made once (the
+  client's own backoff, growing to seconds, would spend the deadline inside one attempt);
+- the deadline counts from the last renewal that landed (the acquisition at first), so time spent
+  recovering before the keeper starts is not time the Lease has left.
 """
 
 from __future__ import annotations
@@ -23,6 +35,12 @@ log = logging.getLogger(__name__)
 RENEW_DEADLINE: Final = 2 / 3
 """The part of the Lease's duration within which the leader must renew or stop (client-go's
 defaults: renew deadline 10 s of a 15 s lease)."""
+
+RETRY_FRACTION: Final = 1 / 4
+"""After a failed renewal the next attempt comes this part of the renew interval later."""
+
+ATTEMPTS: Final = 1
+"""Tries per Lease request inside the client: the elector retries on its own schedule."""
 
 
 def _micro(t: float) -> str:
@@ -59,6 +77,9 @@ class LeaseElector:
         self.renew_interval = renew_interval
         self.lost = asyncio.Event()
         self.leading = False
+        self.renewed_at = 0.0
+        """When the Lease was last written by this replica (``time.time()``): acquired or renewed."""
+        self._written: dict[str, Any] | None = None  # the Lease as our last write left it
 
     @property
     def _path(self) -> str:
@@ -77,7 +98,7 @@ class LeaseElector:
         """One attempt: True when this candidate holds the Lease afterwards."""
         now = time.time()
         try:
-            lease = await self.client.get(self._path)
+            lease = await self.client.get(self._path, attempts=ATTEMPTS)
         except ApiError as err:
             if err.status != 404:
                 log.warning("leader election: cannot read Lease %s/%s: %s", self.namespace, self.name, err)
@@ -89,12 +110,13 @@ class LeaseElector:
                 "spec": self._spec(now, now, 0),
             }
             try:
-                await self.client.create(
-                    resource_path("coordination.k8s.io", "v1", "leases", self.namespace), body
+                self._written = await self.client.create(
+                    resource_path("coordination.k8s.io", "v1", "leases", self.namespace), body, attempts=ATTEMPTS
                 )
-                return True
             except ApiError:
                 return False
+            self.renewed_at = now
+            return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         renewed = _parse(spec.get("renewTime"))
@@ -109,12 +131,35 @@ class LeaseElector:
             transitions += 1
         lease["spec"] = self._spec(now, acquire, transitions)
         try:
-            await self.client.replace(self._path, lease)  # carries the resourceVersion read: 409 if raced
-            return True
+            # carries the resourceVersion read: 409 if raced
+            self._written = await self.client.replace(self._path, lease, attempts=ATTEMPTS)
         except ApiError as err:
             if err.status != 409:
                 log.warning("leader election: cannot update Lease: %s", err)
             return False
+        self.renewed_at = now
+        return True
+
+    async def renew(self) -> bool:
+        """One renewal: an update of the Lease as this replica last wrote it (one request, 409 when
+        anyone wrote it since); after a conflict, or with nothing written yet, :meth:`try_acquire`
+        (read, then update)."""
+        written = self._written
+        spec = (written or {}).get("spec") or {}
+        if written is None or spec.get("holderIdentity") != self.identity:
+            return await self.try_acquire()
+        now = time.time()
+        lease = {**written, "spec": {**spec, "renewTime": _micro(now)}}
+        try:
+            self._written = await self.client.replace(self._path, lease, attempts=ATTEMPTS)
+        except ApiError as err:
+            if err.status == 409:
+                self._written = None
+                return await self.try_acquire()
+            log.warning("leader election: cannot renew Lease %s/%s: %s", self.namespace, self.name, err)
+            return False
+        self.renewed_at = now
+        return True
 
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Wait until leading (True) or ``stop`` is set (False)."""
@@ -136,21 +181,23 @@ class LeaseElector:
         :data:`RENEW_DEADLINE` of its duration. Each attempt is bounded by that deadline, so the
         leader stops before another replica may take the Lease (at its full duration), not after
         a request that hung through an API-server restart: two leaders admitting at once overfill
-        the queues."""
-        last_ok = time.time()
+        the queues. The deadline counts from :attr:`renewed_at` (see the module docstring for the
+        retry rule)."""
+        pause = self.renew_interval
         while not stop.is_set():
-            deadline = last_ok + self.duration * RENEW_DEADLINE
+            deadline = (self.renewed_at or time.time()) + self.duration * RENEW_DEADLINE
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=max(0.0, min(self.renew_interval, deadline - time.time())))
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, min(pause, deadline - time.time())))
             if stop.is_set():
                 break
             renewed = False
             if time.time() < deadline:
-                with contextlib.suppress(TimeoutError):
-                    renewed = await asyncio.wait_for(self.try_acquire(), timeout=max(0.1, deadline - time.time()))
-            if renewed:
-                last_ok = time.time()
-            elif time.time() >= deadline:
+                try:
+                    renewed = await asyncio.wait_for(self.renew(), timeout=max(0.1, deadline - time.time()))
+                except TimeoutError:
+                    log.warning("leader election: renewing Lease %s/%s timed out", self.namespace, self.name)
+            pause = self.renew_interval if renewed else self.renew_interval * RETRY_FRACTION
+            if not renewed and time.time() >= deadline:
                 log.error("leader election: %s lost Lease %s/%s", self.identity, self.namespace, self.name)
                 self.leading = False
                 self.lost.set()

@@ -220,6 +220,8 @@ async def run_operator(
     loop = asyncio.get_running_loop()
     deadline: float | None = None  # of the shutdown, once it began
     webhook: WebhookServer | None = None
+    http_runner: Any = None
+    keeper: asyncio.Future[Any] | None = None
     try:
         if config.webhook.port:
             from gangq.operator.webhook import start_webhook
@@ -237,11 +239,25 @@ async def run_operator(
             finally:
                 if standby is not None:
                     await standby.cleanup()
+            # Renewed from the moment it is won: recovering a large cluster takes longer than a Lease.
+            keeper = asyncio.ensure_future(elector.keep(stop))
         controller = Controller(client, config)
         if on_controller is not None:
             on_controller(controller)
         http_runner = await _attach_telemetry(controller, config)
-        await controller.recover()
+        if elector is None:
+            await controller.recover()
+        else:
+            recovering = asyncio.ensure_future(controller.recover())
+            lost = asyncio.ensure_future(elector.lost.wait())
+            await asyncio.wait([recovering, lost], return_when=asyncio.FIRST_COMPLETED)
+            lost.cancel()
+            if not recovering.done():  # another replica may lead now: nothing of ours may be written
+                recovering.cancel()
+                await asyncio.gather(recovering, return_exceptions=True)
+                raise LeadershipLost("the leader Lease could not be renewed in time during recovery: stopped, "
+                                     "for a restart to stand by or lead again")
+            recovering.result()
         registry = build_registry(controller, credentials)
         if jobset_controller == "embedded":  # shares the controller's client: its rate limit and metrics
             embedded = jobset.register(registry, client=client, credentials=credentials)
@@ -271,9 +287,7 @@ async def run_operator(
         )
         loop_task = asyncio.ensure_future(controller.run())
         waiters: list[asyncio.Future[Any]] = [kopf_task, loop_task, asyncio.ensure_future(stop.wait())]
-        keeper: asyncio.Future[Any] | None = None
         if elector is not None:
-            keeper = asyncio.ensure_future(elector.keep(stop))
             waiters.append(asyncio.ensure_future(elector.lost.wait()))
 
         async def resync() -> None:
@@ -309,8 +323,6 @@ async def run_operator(
         else:
             await controller.stop(DRAIN_SECONDS)
         mine = [resync_task, loop_task, *waiters[1:]]
-        if keeper is not None:
-            mine.append(keeper)
         for task in mine:
             if not task.done():
                 task.cancel()
@@ -322,9 +334,6 @@ async def run_operator(
         if not kopf_task.done():
             kopf_task.cancel()
             await asyncio.gather(kopf_task, return_exceptions=True)
-        if http_runner is not None:
-            with contextlib.suppress(Exception):
-                await http_runner.cleanup()
         log.debug("stopped")
         if crash is not None:
             raise ControllerCrashed(f"the scheduling loop failed: {crash!r}") from crash
@@ -332,6 +341,12 @@ async def run_operator(
             raise LeadershipLost("the leader Lease could not be renewed in time: stopped, for a restart to "
                                  "stand by or lead again")
     finally:
+        if keeper is not None and not keeper.done():
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+        if http_runner is not None:
+            with contextlib.suppress(Exception):
+                await http_runner.cleanup()
         if elector is not None and release_lease():
             log.debug("releasing the lease")
             left = SHUTDOWN_SECONDS if deadline is None else deadline - loop.time()
