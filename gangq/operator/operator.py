@@ -37,13 +37,14 @@ import kopf
 
 from gangq.operator import jobset
 from gangq.operator import streams as streams_mod
+from gangq.operator.activation import ActivationWatch
 from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.latekinds import LateKinds, new_insights, new_vault
 from gangq.operator.leader import LeaseElector
-from gangq.operator.translate import WATCHED, WORKLOADS
+from gangq.operator.translate import WATCHED
 
 if TYPE_CHECKING:
     from gangq.operator.webhook import WebhookServer
@@ -103,12 +104,7 @@ def build_registry(controller: Controller, credentials: Credentials) -> kopf.Ope
         handler = feed_job if plural == JOB.plural else feed
         kopf.on.event(group, version, plural, id=f"gangq-feed-{plural}", registry=registry)(handler)
 
-    async def feed_workload(event: kopf.RawEvent, **_: Any) -> None:
-        obj = event.get("object")
-        if isinstance(obj, dict) and controller.gangs.activation_changed(cast(dict[str, Any], obj)):
-            controller.enqueue("workloads", event.get("type"), cast(dict[str, Any], obj))
-
-    kopf.on.event(*WORKLOADS, id="gangq-feed-workloads", registry=registry)(feed_workload)
+    # Workloads: only their spec.active switch matters, watched apart (gangq.operator.activation)
     return registry
 
 
@@ -286,6 +282,7 @@ async def run_operator(
             )
         )
         loop_task = asyncio.ensure_future(controller.run())
+        activation_task = asyncio.ensure_future(ActivationWatch(client, controller).run(stop))
         waiters: list[asyncio.Future[Any]] = [kopf_task, loop_task, asyncio.ensure_future(stop.wait())]
         if elector is not None:
             waiters.append(asyncio.ensure_future(elector.lost.wait()))
@@ -322,7 +319,7 @@ async def run_operator(
             await controller.abandon()
         else:
             await controller.stop(DRAIN_SECONDS)
-        mine = [resync_task, loop_task, *waiters[1:]]
+        mine = [resync_task, activation_task, loop_task, *waiters[1:]]
         for task in mine:
             if not task.done():
                 task.cancel()

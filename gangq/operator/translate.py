@@ -66,7 +66,6 @@ WATCHED: Final = (
 OPTIONAL: Final = frozenset(k.plural for k in kubeflow.KINDS)
 """Watched kinds whose CRDs may not be served: not served, there is nothing of theirs to queue."""
 NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "jobs", "workloads", *OPTIONAL})
-WORKLOADS: Final = (GROUP, VERSION, "workloads")
 """Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
 :meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""
 

@@ -29,6 +29,7 @@ class ResourceInfo:
         "plural",
         "printer_columns",
         "schema",
+        "selectable_fields",
         "short_names",
         "singular",
         "subresources",
@@ -53,6 +54,7 @@ class ResourceInfo:
         custom: bool = False,
         generation: bool = False,
         verbs: tuple[str, ...] = ALL_VERBS,
+        selectable_fields: tuple[str, ...] = (),
     ) -> None:
         self.group = group
         self.version = version
@@ -69,6 +71,7 @@ class ResourceInfo:
         self.custom = custom
         self.generation = generation or custom
         self.verbs = tuple(verbs)
+        self.selectable_fields = tuple(selectable_fields)  # a CRD's selectableFields, as field-selector names
         self.api_version = f"{group}/{version}" if group else version
 
     @property

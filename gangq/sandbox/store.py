@@ -86,7 +86,7 @@ def _selectors(
         if label_selector and label_selector.strip():
             lm = selection.parse_label_selector(label_selector)
         if field_selector and field_selector.strip():
-            fm = selection.parse_field_selector(field_selector, kind=info.kind)
+            fm = selection.parse_field_selector(field_selector, kind=info.kind, extra_fields=info.selectable_fields)
     except selection.SelectorError as e:
         raise bad_request(str(e)) from None
     return lm, fm

@@ -549,6 +549,9 @@ def served_resource(crd: dict[str, Any]) -> ResourceInfo | None:
         schema=openapi,
         printer_columns=v.get("additionalPrinterColumns") or [],
         custom=True,
+        selectable_fields=tuple(
+            str(f["jsonPath"]).lstrip(".") for f in v.get("selectableFields") or () if f.get("jsonPath")
+        ),
     )
     if names.get("listKind"):
         info.list_kind = names["listKind"]

@@ -60,6 +60,16 @@ class WatchEvent:
     def retyped(self, type: str) -> WatchEvent:
         return WatchEvent(self.rv, type, self.info, self.ns, self.obj, self.raw, self.old)
 
+    def left_selection(self) -> WatchEvent:
+        """What a watch whose selector the object no longer matches gets: DELETED with the object
+        as it was (the last state the watch matched) at this event's resourceVersion, as
+        kube-apiserver's watch cache sends it."""
+        old = self.old or self.obj
+        meta = dict(old.get("metadata") or {})
+        meta["resourceVersion"] = str(self.rv)
+        gone = {**old, "metadata": meta}
+        return WatchEvent(self.rv, "DELETED", self.info, self.ns, gone, dumps(gone), self.old)
+
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, "object": loads(self.raw)}
 
@@ -123,7 +133,7 @@ class Watch:
             elif new:
                 self._put(ev.retyped("ADDED"))
             elif old:
-                self._put(ev.retyped("DELETED"))
+                self._put(ev.left_selection())
         elif new:
             self._put(ev)
 

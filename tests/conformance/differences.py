@@ -458,13 +458,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        "watch-selector-leave",
-        "When an object leaves a watch's label selection, a real server's DELETED event carries the object as "
-        "it was (still matching), the sandbox's the object as it is now.",
-        ("watch/label-selector-enter-and-leave",),
-        ("test.events[*].object.metadata.labels.app",),
-    ),
-    Difference(
         "watch-bad-resource-version",
         "A watch from a resourceVersion that is not a number is a 500 on a real server (the watch cache fails "
         "to parse it) and a 400 BadRequest in the sandbox.",

@@ -93,6 +93,18 @@ CASES: list[Case] = [
         _watch(CM.collection + "?fieldSelector=metadata.name%3Da", 2),
     ),
     Case(
+        "watch/custom-selectable-field-enter-and-leave",
+        (
+            _mark(WL.collection),
+            create(WL, "a"),
+            create(WL, "b"),
+            patch(WL, "b", {"spec": {"active": False}}),
+            patch(WL, "b", {"status": {"state": "Pending"}}, sub="status"),
+            patch(WL, "b", {"spec": {"active": True}}),
+        ),
+        _watch(WL.collection, 3, "&fieldSelector=spec.active%3Dfalse"),
+    ),
+    Case(
         "watch/custom",
         (
             _mark(WL.collection),
