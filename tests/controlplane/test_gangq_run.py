@@ -136,6 +136,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
        for plural in ("pytorchjobs", "tfjobs", "mpijobs") for verb in ("get", "watch", "patch")},
     ("gangq.io", "workloads", "patch"): "spec.active: false, written when a gang exceeds podsReady.backoffLimit "
                                         "(tests/operator/test_active_e2e.py)",
+    ("gangq.io", "workloads", "get"): "a Workload that leaves the spec.active=false watch is read back to learn "
+                                      "whether it was reactivated or deleted (tests/operator/test_activation.py)",
 }
 
 
