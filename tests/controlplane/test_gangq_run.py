@@ -59,8 +59,9 @@ def _queues(ns: str) -> list[dict[str, Any]]:
     return [
         {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"},
          "spec": {"nodeLabels": {}}},
+        {"apiVersion": "gangq.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "gpu-cohort"}},
         {"apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "gpu-cq"},
-         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+         "spec": {"namespaceSelector": {}, "cohortName": "gpu-cohort", "resourceGroups": [{
              "coveredResources": ["cpu", GPU],
              "flavors": [{"name": "default-flavor", "resources": [
                  {"name": "cpu", "nominalQuota": "64"}, {"name": GPU, "nominalQuota": "16"}]}]}]}},
@@ -115,6 +116,13 @@ def test_gangs_queue_within_quota_and_complete_on_the_real_control_plane(
     assert len(workloads) == 3
     for wl in workloads:
         assert wl["status"]["admission"]["clusterQueue"] == "gpu-cq"
+
+    def cohort_ready() -> bool:
+        cohort = get(control_plane, "/apis/gangq.io/v1alpha1/cohorts/gpu-cohort") or {}
+        return any(c["type"] == "Active" and c["status"] == "True"
+                   for c in cohort.get("status", {}).get("conditions", []))
+
+    wait_for(cohort_ready, 30, "the Cohort's Active condition")
 
 
 # Rights of the install's ClusterRoles that the end-to-end run above does not need, each with the
