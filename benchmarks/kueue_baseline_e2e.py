@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -281,6 +281,32 @@ class QuotaRecorder:
                 "held_at_end": {n: q[2] for n, q in sorted(self.queues.items()) if q[2]}}
 
 
+async def watch_events(
+    session: aiohttp.ClientSession, collection: str, rv: str, broken: list[str]
+) -> AsyncIterator[dict[str, Any]]:
+    """The watch events of ``collection`` from ``rv`` on, BOOKMARKs included. A stream that breaks
+    is watched again from the last resourceVersion seen (noted in ``broken``); after an ERROR
+    event (yielded: a resourceVersion too old) the watch starts again from ``"0"``, whose ADDED
+    events replay what exists."""
+    while True:
+        url = f"{collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    if ev["type"] == "ERROR":
+                        rv = "0"
+                        yield ev
+                        break
+                    rv = ev["object"]["metadata"].get("resourceVersion", rv)
+                    yield ev
+        except (aiohttp.ClientError, TimeoutError) as err:
+            broken.append(f"{type(err).__name__}: {err}")
+            await asyncio.sleep(0.2)
+
+
 class Runner:
     def __init__(self, url: str, plan: list[tuple[float, str, str, str, int, float]],
                  api: WorkloadApi = KINDS["jobset"]) -> None:
@@ -303,6 +329,7 @@ class Runner:
         self.start_rv = "0"
         self.rtt = {"create": [0, 0.0], "complete": [0, 0.0]}  # requests, seconds: the API server's answer time
         self.quota = QuotaRecorder()
+        self.broken_streams: list[str] = []  # the JobSet watch's, resumed from where they broke
 
     async def run(self, session: aiohttp.ClientSession) -> None:
         cq_watcher = asyncio.ensure_future(self.watch_cluster_queues(session))
@@ -336,24 +363,13 @@ class Runner:
         now = time.monotonic()
         for obj in listed.get("items") or []:
             self.quota.observe(obj, now)
-        rv = listed["metadata"]["resourceVersion"]
-        while True:
-            url = f"{collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
-            try:
-                async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
-                    async for line in r.content:
-                        if not line.strip():
-                            continue
-                        ev = json.loads(line)
-                        if ev["type"] == "ERROR":
-                            self.errors.append(f"ClusterQueue watch: {ev['object']}")
-                            return
-                        rv = ev["object"]["metadata"].get("resourceVersion", rv)
-                        if ev["type"] in ("ADDED", "MODIFIED"):
-                            self.quota.observe(ev["object"], time.monotonic())
-            except (aiohttp.ClientError, TimeoutError) as err:  # a broken stream: watch again from rv
-                self.quota.broken_streams.append(f"{type(err).__name__}: {err}")
-                await asyncio.sleep(0.2)
+        events = watch_events(session, collection, listed["metadata"]["resourceVersion"], self.quota.broken_streams)
+        async for ev in events:
+            if ev["type"] == "ERROR":
+                self.errors.append(f"ClusterQueue watch: {ev['object']}")
+                return
+            if ev["type"] in ("ADDED", "MODIFIED"):
+                self.quota.observe(ev["object"], time.monotonic())
 
     async def create(
         self, session: aiohttp.ClientSession, sem: asyncio.Semaphore, name: str, queue: str, cls: str, cpu: int
@@ -389,43 +405,34 @@ class Runner:
             self.done.set()
 
     async def watch(self, session: aiohttp.ClientSession) -> None:
-        rv = self.start_rv
         tasks: set[asyncio.Task[None]] = set()
-        while True:
-            url = f"{self.collection}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
-            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
-                async for line in r.content:
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    obj = ev["object"]
-                    if ev["type"] == "ERROR":
-                        self.errors.append(f"watch: {obj}")
-                        rv = "0"
-                        break
-                    rv = obj["metadata"].get("resourceVersion", rv)
-                    if ev["type"] == "BOOKMARK":
-                        continue
-                    name = obj["metadata"]["name"]
-                    if name not in self.info or name in self.completed:
-                        continue
-                    running = obj["spec"].get("suspend") is False
-                    now = time.monotonic()
-                    if running and name not in self.running:
-                        self.admitted.setdefault(name, now)  # time to admission: the first one
-                        self.running[name] = now
-                        task = asyncio.ensure_future(self.complete(session, name, self.info[name][3]))
-                        self.timers[name] = task
-                        tasks.add(task)
-                        task.add_done_callback(tasks.discard)
-                    elif not running and name in self.running:
-                        # evicted before its runtime was over: the cpu was used until now; it runs
-                        # its whole runtime again once re-admitted (Kueue's runner restarts it too)
-                        self.used_before[name] = self.used_before.get(name, 0.0) + now - self.running.pop(name)
-                        self.evictions += 1
-                        timer = self.timers.pop(name, None)
-                        if timer is not None:
-                            timer.cancel()
+        async for ev in watch_events(session, self.collection, self.start_rv, self.broken_streams):
+            obj = ev["object"]
+            if ev["type"] == "ERROR":
+                self.errors.append(f"watch: {obj}")
+                continue
+            if ev["type"] == "BOOKMARK":
+                continue
+            name = obj["metadata"]["name"]
+            if name not in self.info or name in self.completed:
+                continue
+            running = obj["spec"].get("suspend") is False
+            now = time.monotonic()
+            if running and name not in self.running:
+                self.admitted.setdefault(name, now)  # time to admission: the first one
+                self.running[name] = now
+                task = asyncio.ensure_future(self.complete(session, name, self.info[name][3]))
+                self.timers[name] = task
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            elif not running and name in self.running:
+                # evicted before its runtime was over: the cpu was used until now; it runs
+                # its whole runtime again once re-admitted (Kueue's runner restarts it too)
+                self.used_before[name] = self.used_before.get(name, 0.0) + now - self.running.pop(name)
+                self.evictions += 1
+                timer = self.timers.pop(name, None)
+                if timer is not None:
+                    timer.cancel()
 
 
 def plan(scale: float) -> tuple[list[tuple[float, str, str, str, int, float]], list[str]]:
@@ -728,6 +735,7 @@ def run_on(plane_name: str, jobs: list[tuple[float, str, str, str, int, float]],
         "cq_status_usage": runner.quota.summary(),
         "failed_requests": failed,
         "runner_errors": runner.errors[:20],
+        "runner_broken_streams": runner.broken_streams[:10],
         "controller_summary": summary,
         "controller_config": config,
     }

@@ -102,3 +102,61 @@ def test_a_small_job_run_finishes_every_job(tmp_path: Path) -> None:
     writes = report["writes_by_resource"]
     assert writes["create workloads.gangq.io"] == 150 and writes["patch jobs.batch"] >= 150
     assert not [k for k in writes if "jobsets" in k or k in ("create jobs.batch", "patch jobs.batch/status")]
+
+
+def test_a_broken_watch_stream_is_watched_again_from_the_last_resource_version(bench: ModuleType) -> None:
+    """The runner's watches resume where a stream broke (a stalled JobSet watch would leave the run
+    waiting for completions it never sees), and start again from "0" after an ERROR event."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    asked: list[str] = []
+
+    def event(kind: str, rv: int) -> bytes:
+        obj = {"metadata": {"name": f"o{rv}", "resourceVersion": str(rv)}}
+        return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        rv = request.query["resourceVersion"]
+        asked.append(rv)
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if len(asked) == 1:  # two events, then the connection drops mid-line
+            await resp.write(event("ADDED", 11) + event("MODIFIED", 12) + b'{"type": "MOD')
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        if len(asked) == 2:
+            await resp.write(event("ADDED", 13))
+            await resp.write(json.dumps({"type": "ERROR", "object": {"code": 410}}).encode() + b"\n")
+            return resp
+        await resp.write(event("ADDED", 14))
+        return resp
+
+    async def go() -> list[tuple[str, str]]:
+        app = web.Application()
+        app.router.add_get("/things", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        broken: list[str] = []
+        seen: list[tuple[str, str]] = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                async for ev in bench.watch_events(session, f"http://127.0.0.1:{port}/things", "10", broken):
+                    seen.append((ev["type"], ev["object"]["metadata"]["resourceVersion"]
+                                 if ev["type"] != "ERROR" else ""))
+                    if len(seen) == 5:
+                        break
+        finally:
+            await runner.cleanup()
+        assert len(broken) == 1, broken
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen == [("ADDED", "11"), ("MODIFIED", "12"), ("ADDED", "13"), ("ERROR", ""), ("ADDED", "14")]
+    assert asked == ["10", "12", "0"]
