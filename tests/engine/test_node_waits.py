@@ -112,9 +112,10 @@ def _new_head_then_freed_nodes(engine_class: type[Engine]) -> tuple[Engine, list
 
 
 def test_a_new_head_that_displaces_a_starving_one_lets_the_gangs_it_held_back_pass_at_once() -> None:
-    """Nothing retried q at 80: small used to wait for some retry of q, here the freed node at 90
-    (the node retry then had to be a full one, since small had not failed the node check). The
-    cycle in which urgent displaces big now looks at the gangs behind urgent as a retry would."""
+    """The cycle in which urgent displaces big as q's head looks at the gangs behind urgent as a
+    retry would: small, held back by big's reservation, is admitted at 80 instead of waiting for
+    the next retry of q (here the freed node at 90, which would have to be a full node retry, since
+    small never failed the node check)."""
     _, at80, log = _new_head_then_freed_nodes(RetryCountingEngine)
     assert at80 == ["small"]
     assert log == ["small"]
@@ -150,9 +151,10 @@ def _nodes_in_one_flavor_quota_in_the_next(engine_class: type[Engine]) -> tuple[
 
 
 def test_a_gang_short_of_nodes_in_one_flavor_and_of_quota_in_the_next_waits_for_nodes() -> None:
-    """Freed nodes alone let g in through flavor a. It used to wait for no nodes (its reason is
-    the quota of b), so nothing retried q until an event in q's own quota; at benchmark scale
-    (500 nodes) gangs waited whenever no other gang of their queue waited on the same pool."""
+    """Freed nodes alone let g in through flavor a: a gang short of nodes in one flavor and of
+    quota in the next waits for nodes too, not only for the quota its reason names. Otherwise
+    nothing retries its queue until an event in the queue's own quota; at benchmark scale (500
+    nodes) gangs waited whenever no other gang of their queue waited on the same pool."""
     e, log = _nodes_in_one_flavor_quota_in_the_next(RetryCountingEngine)
     assert log == ["g"]
     assert e.workloads["ns/g"].state == "Admitted"
