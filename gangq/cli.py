@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from gangq import __version__
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.errors import SpecError
 from gangq.core.units import format_amount
@@ -24,8 +25,18 @@ app.command("queue")(queue)
 app.command("simulate")(simulate)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"gangq {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print gangq's version and exit."
+    ),
+) -> None:
     """gangq: batch queueing and whole-gang admission for Kubernetes JobSets."""
 
 
