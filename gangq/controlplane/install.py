@@ -1,7 +1,7 @@
 """Install gangq into a real control plane as an admin would with the install manifests: the CRDs
 (server-side apply, validated by the API server), the controller's namespace and its RBAC from
-``deploy/`` (``base/rbac.yaml``, and ``overlays/plain/rbac-jobset-controller.yaml`` when gangq runs
-the embedded JobSet controller). The controller then runs as the install's ServiceAccount with
+``deploy/`` (``base/rbac.yaml``, and ``components/embedded-jobset/rbac-jobset-controller.yaml``
+when gangq runs the embedded JobSet controller). The controller then runs as the install's ServiceAccount with
 exactly those rights."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def rbac_files(*, embedded_jobset: bool = True) -> list[Path]:
     deploy = data_dir("deploy")
     files = [deploy / "base" / "rbac.yaml"]
     if embedded_jobset:
-        files.append(deploy / "overlays" / "plain" / "rbac-jobset-controller.yaml")
+        files.append(deploy / "components" / "embedded-jobset" / "rbac-jobset-controller.yaml")
     return files
 
 

@@ -36,6 +36,7 @@ from gangq.core.decisions import (
     PodSetAssignment,
 )
 from gangq.core.errors import SpecError
+from gangq.core.flavors import flavor_options
 from gangq.core.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -453,6 +454,42 @@ class Engine:
         if admission is not None and wl is not None and wl.state == "Admitted":
             wl.state = "Evicting"
             wl.message = "stopping: evicted before a restart"
+            self.s.version += 1
+        return admission, why
+
+    def hold_started(self, spec: WorkloadSpec, now: float) -> tuple[Admission | None, str]:
+        """Charge a gang whose pods may have started before its admission (it was created
+        unsuspended, with no webhook to suspend it at creation) and hold it as an evicted gang
+        until its pods are gone (:meth:`eviction_done`), which then queues it.
+
+        Without this its ClusterQueue's quota looked free while its pods still ran (a suspended
+        Job's pods run until they terminate), and gangq admitted other gangs, or the same one
+        again, on top of them: the queue ran over quota for as long as they took to stop.
+
+        It is charged to the ClusterQueue of its LocalQueue with the flavors the queue would try
+        first, over quota if need be (its pods run whatever the quota says, as a restored gang's
+        do). Returns what :meth:`restore` returns; (None, why) when it cannot be charged (no
+        ClusterQueue for it, no flavor for its requests): it is then queued as usual.
+        """
+        spec.validate()
+        existing = self.s.workloads.get(spec.key)
+        if existing is not None and existing.state != "Pending":
+            return existing.admission, ""
+        probe = Workload(spec, 0, now)
+        cq, _, why = self.routing.target(probe)
+        if cq is None:
+            return None, why
+        options = flavor_options(cq.spec, self.s.flavors, spec.pod_sets)
+        if options.why or not options.combos:
+            return None, options.why or f"ClusterQueue {cq.name!r} has no flavor for its requests"
+        flavors: list[dict[str, str]] = [{} for _ in spec.pod_sets]
+        for choice in options.combos[0]:
+            flavors[choice.index] = dict(choice.flavors)
+        admission, why = self.restore(spec, cq.name, flavors, now)
+        wl = self.s.workloads.get(spec.key)
+        if admission is not None and wl is not None and wl.state == "Admitted":
+            wl.state = "Evicting"
+            wl.message = "stopping: started before its admission"
             self.s.version += 1
         return admission, why
 

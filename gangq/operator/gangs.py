@@ -43,6 +43,9 @@ OVER_QUOTA_REASON = "RestoredOverQuota"
 
 DEACTIVATED_BY_ADMIN: Final = "deactivated: the Workload's spec.active is false"
 
+STARTED_BEFORE_ADMISSION: Final = "StartedBeforeAdmission"
+"""Event reason and Workload reason of a workload created unsuspended (no webhook suspended it)."""
+
 
 def reactivate_hint(entry: Entry) -> str:
     """How to queue a deactivated gang again, for its Workload's message: a researcher whose gang
@@ -67,6 +70,8 @@ class Gangs:
         self.finished: dict[str, None] = {}  # uids of finished JobSets already forgotten (FIFO)
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
         self.child_jobs: dict[str, set[str]] = {}  # JobSet gang key -> child Jobs neither suspended nor finished
+        # Gangs held for arriving unsuspended whose pods had not shown yet: reported when one does.
+        self.unreported_starts: set[str] = set()
         self.resync = EvictionResync(state, writer)
         self.resync.stopped = self.watches_say_stopped
         self.resync.confirmed = self._stop_confirmed
@@ -263,7 +268,8 @@ class Gangs:
                 self.writer.write_suspend(entry, restore=False)
                 if kind.started(obj):
                     self._started_before_queued(entry)
-            self.submit(entry, now)
+            if self.submit(entry, now) and not suspended:
+                self.hold_started(entry, now)
             return
         if entry.state == "Finished":
             return
@@ -276,6 +282,8 @@ class Gangs:
             if not suspended and not entry.writing:
                 if recorded_admission(obj) is None:
                     self.writer.write_suspend(entry, restore=False)
+                    if entry.state == "Pending":
+                        self.hold_started(entry, now)
                 elif entry.state == "Pending":
                     self._admitted_unbeknown(entry, now)
         elif entry.state == "Admitted":
@@ -315,13 +323,40 @@ class Gangs:
         log.warning("%s %s: %s; suspending it", entry.kind.kind, entry.key, message)
         self.writer.write_suspend(entry, restore=True, eviction=("AdmissionUnconfirmed", message))
 
+    def hold_started(self, entry: Entry, now: float) -> None:
+        """An unsuspended workload without an admission may have pods running (a suspended Job's
+        pods run until they terminate): its ClusterQueue is charged for it, and the nodes for its
+        bound pods, until they are gone, as for an evicted gang; then it is queued. Otherwise the
+        queue's quota looked free while they ran, and gangq admitted more on top of them."""
+        spec = entry.spec
+        if spec is None:
+            return
+        admission, why = self.state.engine.hold_started(spec, now)
+        if admission is None:
+            log.info("%s %s runs unsuspended and cannot be charged to a ClusterQueue (%s): queued as it is",
+                     entry.kind.kind, entry.key, why)
+            return
+        entry.state = "Evicting"
+        entry.admission = admission
+        entry.cluster_queue = admission.cluster_queue
+        entry.reason = STARTED_BEFORE_ADMISSION
+        entry.message = (f"stopping: it was created unsuspended; its pods are charged to ClusterQueue "
+                         f"{admission.cluster_queue} until they are gone, then it is queued")
+        if why:
+            entry.message += f" ({why})"
+        entry.condition("QuotaReserved", False, STARTED_BEFORE_ADMISSION, entry.message, now)
+        self.resync.started(entry.key, now)
+        self.statuses.mark(entry, now, urgent=True)
+        if not entry.kind.started(entry.obj):
+            self.unreported_starts.add(entry.key)
+
     def _started_before_queued(self, entry: Entry) -> None:
         """Its pods ran before gangq saw it: outside every quota for that while. Said on the object
         and counted: an admin who installed gangq without its webhook sees what slipped past."""
         message = (f"{entry.kind.kind} {entry.key} started before gangq could suspend it: its pods ran outside "
                    "the queue's quota until now (install the admission webhook to suspend at creation)")
         log.warning("%s", message)
-        self.writer.post_event(entry, "Warning", "StartedBeforeAdmission", message)
+        self.writer.post_event(entry, "Warning", STARTED_BEFORE_ADMISSION, message)
         metrics = self.state.metrics
         if metrics is not None:
             metrics.started_before_admission_total.labels(entry.kind.kind).inc()
@@ -330,6 +365,7 @@ class Gangs:
         if entry.state == "Pending" and entry.cluster_queue:
             self.fronts.add(entry.cluster_queue)
         self.child_jobs.pop(entry.key, None)
+        self.unreported_starts.discard(entry.key)
         self.resync.forget(entry.key)
         self.state.finish(entry.key, now)
         self.state.entries.pop(entry.key, None)
@@ -420,6 +456,9 @@ class Gangs:
         entry = self.state.entries.get(gang)
         if entry is None:
             return
+        if gang in self.unreported_starts and self.gang_pods.get(gang):
+            self.unreported_starts.discard(gang)
+            self._started_before_queued(entry)
         self._update_running(entry, now)
         if entry.state == "Evicting":
             self.maybe_eviction_done(entry, now)
@@ -501,6 +540,7 @@ class Gangs:
         log.info("%s %s has stopped (confirmed by %s): its quota in ClusterQueue %s is free", entry.kind.kind,
                  entry.key, "its watch streams" if by == "streams" else "a read", entry.cluster_queue)
         self.state.engine.eviction_done(entry.key, now)
+        self.unreported_starts.discard(entry.key)
         entry.state = "Pending"
         entry.admission = None
         entry.cluster_queue = None

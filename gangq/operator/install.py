@@ -1,17 +1,24 @@
-"""Install the CRDs of ``crds/`` and queue objects (``policies/quickstart.yaml``) into a cluster."""
+"""Install the CRDs of ``crds/``, queue objects (``policies/quickstart.yaml``) and, for the quick
+start, the admission webhook's configurations into a cluster."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import copy
+import datetime
 import logging
+import socket
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gangq.operator import certs
+from gangq.operator.config import OperatorConfig
 from gangq.operator.kube import ApiError, KubeClient, resource_path
-from gangq.resources import crd_dir, policy_file
+from gangq.resources import crd_dir, data_dir, policy_file
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +33,8 @@ _PLURALS = {
     "WorkloadPriorityClass": ("gangq.io", "v1alpha1", "workloadpriorityclasses", False),
     "Namespace": ("", "v1", "namespaces", False),
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets", True),
+    "MutatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False),
+    "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False),
 }
 
 
@@ -101,3 +110,62 @@ async def apply_objects(client: KubeClient, docs: Iterable[dict[str, Any]]) -> N
 
 def load_yaml(path: Path | str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
+
+
+def webhook_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """The install's webhook configurations (``deploy/components/webhook``), every entry calling
+    ``url`` (e.g. ``https://127.0.0.1:9443``) instead of the in-cluster Service, with ``ca_bundle``:
+    the same entries, scopes and failure policies as a cluster install, for an API server that
+    reaches gangq on loopback (the quick start)."""
+    docs = load_yaml(data_dir("deploy") / "components" / "webhook" / "configurations.yaml")
+    out = []
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{url}{path}", "caBundle": base64.b64encode(ca_bundle).decode()}
+        out.append(doc)
+    return out
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def quickstart_webhook(client: KubeClient, config: OperatorConfig, cert_dir: Path) -> OperatorConfig:
+    """Turn the admission webhook on for a cluster whose API server runs on this machine (the quick
+    start, emulated or real), as every cluster install has it: a serving certificate for
+    127.0.0.1 in ``cert_dir``, the webhook on loopback (``config``'s port, else a free one), and
+    the install's configurations registered to call it. Returns ``config`` with the webhook set.
+
+    A new user's first labelled workload is then created suspended and never runs outside its
+    queue's quota, as on a cluster installed from ``deploy/``."""
+    bind = "127.0.0.1"
+    port = config.webhook.port or _free_port(bind)
+    bundle = certs.plan(None, [bind], datetime.datetime.now(datetime.UTC))
+    assert bundle is not None  # a first plan always issues
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    (cert_dir / "tls.crt").write_bytes(bundle.serving.cert_pem)
+    key = cert_dir / "tls.key"
+    key.touch(mode=0o600)
+    key.write_bytes(bundle.serving.key_pem)
+    await apply_objects(client, webhook_configurations(f"https://{bind}:{port}", bundle.ca_bundle))
+    webhook = config.webhook.model_copy(update={"port": port, "bind": bind, "cert_dir": str(cert_dir)})
+    log.info("admission webhook on https://%s:%d, registered with the API server", bind, port)
+    return config.model_copy(update={"webhook": webhook})
+
+
+async def remove_webhook_configurations(client: KubeClient) -> None:
+    """Delete the install's webhook configurations if present: a quick start run without the
+    webhook must not leave an earlier run's registration calling a webhook that is gone (with
+    failurePolicy Fail, every labelled create would fail)."""
+    for doc in load_yaml(data_dir("deploy") / "components" / "webhook" / "configurations.yaml"):
+        group, version, plural, _ = _PLURALS[doc["kind"]]
+        try:
+            await client.request("DELETE", f"{resource_path(group, version, plural)}/{doc['metadata']['name']}")
+        except ApiError as err:
+            if err.status != 404:
+                raise

@@ -83,6 +83,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
     live_gangs = {gang_of(p) for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
     admitted: list[tuple[WorkloadKind, dict[str, Any]]] = []
     stopping: list[tuple[WorkloadKind, dict[str, Any]]] = []
+    started: list[tuple[WorkloadKind, dict[str, Any]]] = []
     rest: list[tuple[WorkloadKind, dict[str, Any]]] = []
     for kind in BY_PLURAL.values():
         for obj in listed[kind.plural]:
@@ -97,6 +98,10 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             elif suspended and ADMISSION_ANNOTATION not in ann and kind.key_of(obj) in live_gangs and (
                     (recorded_eviction(obj) or {}).get("admission")):
                 stopping.append((kind, obj))  # evicted, its pods not gone yet: it holds its quota until they are
+            elif suspended and ADMISSION_ANNOTATION not in ann and kind.key_of(obj) in live_gangs:
+                # created unsuspended and suspended before the restart, its pods not gone yet: it
+                # holds its queue's quota until they are (an unsuspended one: as it comes, below)
+                started.append((kind, obj))
             else:
                 rest.append((kind, obj))
     recovering: set[str] = set()
@@ -118,6 +123,13 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
         if gangs.submit(entry, now) and not gangs.restore_stopping(entry, now):
             log.warning("recovery: %s %s was evicted and its pods still run, but its recorded admission "
                         "cannot be restored: queued", kind.kind, key)
+        keep_deactivated(key)
+    for kind, obj in started:
+        key = kind.key_of(obj)
+        entry = gangs.new_entry(key, obj, kind)
+        adopt(key)
+        if gangs.submit(entry, now):
+            gangs.hold_started(entry, now)
         keep_deactivated(key)
     kinds.delete_queues_after_recovery()  # restored first: their gangs keep the quota recorded
     gang_pods = [p for p in pods if gang_of(p) in recovering]

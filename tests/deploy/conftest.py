@@ -12,7 +12,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ("plain", "external-jobset")
+OVERLAYS = ("plain", "external-jobset", "no-webhook")
 _CACHE: dict[str, list[dict[str, Any]]] = {}
 
 

@@ -1,4 +1,4 @@
-"""The admission webhook's install component (deploy/components/webhook, deploy/overlays/webhook):
+"""The admission webhook's install component (deploy/components/webhook, in every overlay but no-webhook):
 it passes every check of the install (test_install.py) and agrees with the code — the kinds the
 adapters queue, the server's routes, the names of the Service, the Secret and the configurations."""
 
@@ -30,14 +30,13 @@ def _with_components(tmp: Path, overlay: str, components: list[str]) -> list[dic
     return kustomize(tmp)
 
 
-@pytest.fixture(scope="module", params=["webhook", "external-jobset+webhook+unlabelled"])
+@pytest.fixture(scope="module", params=["plain", "external-jobset", "external-jobset+unlabelled"])
 def webhook_install(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                     ) -> tuple[str, str, list[dict[str, Any]]]:
     """(name, the overlay it is built on, the rendered documents)."""
-    if request.param == "webhook":
-        return "webhook", "plain", kustomize(DEPLOY / "overlays" / "webhook")
-    docs = _with_components(tmp_path_factory.mktemp("kustomization"), "external-jobset",
-                            ["webhook", "webhook-unlabelled"])
+    if "+" not in request.param:
+        return request.param, request.param, kustomize(DEPLOY / "overlays" / request.param)
+    docs = _with_components(tmp_path_factory.mktemp("kustomization"), "external-jobset", ["webhook-unlabelled"])
     return request.param, "external-jobset", docs
 
 
@@ -95,9 +94,9 @@ def test_the_configurations_send_every_queued_kind_by_queue_label_and_fail_as_do
             assert (service["name"], service["namespace"], service["port"]) == (
                 WEBHOOK.service_name, WEBHOOK.namespace, 443)
             assert service["path"] == ("/mutate" if mutating else "/validate") and service["path"] in routes
-            # mutating: a labelled workload is created suspended or not at all; validating: gangq
-            # being down never blocks an update or a deletion (docs/operator.md)
-            assert hook["failurePolicy"] == ("Fail" if mutating else "Ignore")
+            # a labelled workload is created suspended or not at all, and what the validating
+            # entries refuse is never let through while gangq is down (docs/operator.md)
+            assert hook["failurePolicy"] == "Fail"
             excluded = {v for e in hook["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"
                         for v in e["values"]}
             assert {"kube-system", "gangq-system"} <= excluded

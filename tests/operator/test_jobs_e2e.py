@@ -107,8 +107,9 @@ def test_three_jobs_share_a_quota_for_two_and_the_third_runs_after_one_finishes(
 
 def test_an_unsuspended_job_is_suspended_on_first_sight_and_a_started_one_reported(
         cluster_factory: Callable[..., Cluster]) -> None:
-    """Without the webhook a labelled Job may start before gangq sees it: gangq suspends it, queues
-    it, and says on the Job (Event) and in /metrics that it ran outside the quota meanwhile."""
+    """Without the webhook a labelled Job may start before gangq sees it: gangq suspends it, says on
+    the Job (Event) and in /metrics that it ran outside the quota, charges its queue until its pods
+    are gone, and then queues it."""
     sb = cluster_factory(nodes="2x{cpu:16,memory:64Gi,nvidia.com/gpu:8}")
     install(sb)
     apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 32, "memory": "128Gi", GPU: 4}),
@@ -126,9 +127,12 @@ def test_an_unsuspended_job_is_suspended_on_first_sight_and_a_started_one_report
                        and e["involvedObject"]["kind"] == "Job" for e in events)
 
         wait_for(reported, 15, "the StartedBeforeAdmission Event")
-        status = wait_for(lambda: ((get(sb, "Workload", "job-early") or {}).get("status") or {}).get("reason"), 15,
-                          "the early Job's Workload")
-        assert status == "NeverFits"
+        # charged to its queue until its pods are gone, then queued: it never fits the 4-GPU queue
+        wait_for(lambda: ((get(sb, "Workload", "job-early") or {}).get("status") or {}).get("reason") == "NeverFits",
+                 30, "the early Job's Workload to say NeverFits once its pods are gone")
+        assert not [p for p in sb.call(sb.store.list, "", "pods", "default")["items"]
+                    if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == "early"
+                    and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         # queued like any other: admitted as one gang once it fits
         bigger = cluster_queue("cq", {"cpu": 32, "memory": "128Gi", GPU: 8})
         sb.call(sb.store.patch, "gangq.io", "clusterqueues", None, "cq",
