@@ -1,11 +1,12 @@
 """Build the control-plane binaries from the Go modules pinned in ``hack/control-plane``.
 
-Three wrapper modules pin the components, each in its own module so that their dependency
-graphs do not mix (etcd and kwok pin other versions of shared libraries than Kubernetes does):
+Four wrapper modules pin the components, each in its own module so that their dependency
+graphs do not mix (etcd, kwok and Helm pin other versions of shared libraries than Kubernetes does):
 
 - ``kubernetes``: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl;
 - ``etcd``: the etcd server;
-- ``kwok``: kwok, which runs simulated nodes and pods against the API server.
+- ``kwok``: kwok, which runs simulated nodes and pods against the API server;
+- ``helm``: Helm, which lints, renders and installs the chart ``deploy/helm/gangq``.
 
 The binaries go into a cache keyed by what pins them (every ``go.mod`` and ``go.sum`` and the
 Go version), ``~/.cache/gangq/control-plane/<key>/bin``, or ``$GANGQ_CONTROL_PLANE_BIN`` when set.
@@ -52,7 +53,9 @@ BINARIES: tuple[Binary, ...] = (
     Binary("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
     Binary("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
+    Binary("helm", "helm", "helm.sh/helm/v4/cmd/helm"),
 )
+HELM_MODULE = "helm.sh/helm/v4"
 
 
 class BuildError(RuntimeError):
@@ -106,9 +109,22 @@ def _go_env() -> dict[str, str]:
     return env
 
 
+def pinned_version(module: str, path: str) -> str:
+    """The version of ``path`` that ``module``'s ``go.mod`` requires."""
+    for line in (modules_dir() / module / "go.mod").read_text().splitlines():
+        words = line.split()
+        if path in words and words.index(path) + 1 < len(words):
+            return words[words.index(path) + 1]
+    raise BuildError(f"{module}/go.mod does not require {path}")
+
+
 def _ldflags(binary: Binary) -> str:
-    """Stamp the Kubernetes binaries with their release, as the upstream build does, so that
-    ``kubectl version`` shows the server's real version rather than a development one."""
+    """Stamp the Kubernetes binaries and Helm with their release, as their upstream builds do, so
+    that ``kubectl version`` shows the server's real version and ``helm version`` the pinned one
+    rather than a development one."""
+    if binary.module == "helm":
+        pkg = "helm.sh/helm/v4/internal/version"
+        return f"-s -w -X {pkg}.version={pinned_version('helm', HELM_MODULE)} -X {pkg}.gitTreeState=clean"
     if binary.module != "kubernetes":
         return "-s -w"
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
