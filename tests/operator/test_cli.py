@@ -101,6 +101,13 @@ def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None
         assert 'gangq_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
         # ... on loopback only: the pending-workloads API names every queued job
         assert _listening_on(proc.pid, metrics_port) == {"127.0.0.1"}
+        # The admission webhook is on by default: a Kueue-style Job without `suspend` is stored
+        # suspended (no pod of it starts outside its quota), then admitted and run.
+        created = kubectl("apply", "-f", str(ROOT / "examples/jobs/kueue-style-job.yaml"), "-o", "json")
+        assert created.returncode == 0, created.stderr
+        assert json.loads(created.stdout)["spec"]["suspend"] is True
+        wait_for(lambda: '"Complete"' in kubectl("get", "job", "sample-job", "-o", "json").stdout, 60,
+                 "the Kueue-style Job to be admitted and complete")
     finally:
         proc.send_signal(signal.SIGINT)
         try:
