@@ -558,13 +558,15 @@ class Replica:
         self.tmp = tmp
         self.proc: subprocess.Popen[bytes] | None = None
         self.generation = 0
+        self.metrics_port = 0  # where the running process serves /healthz and /readyz
 
     def start(self) -> None:
         self.generation += 1
+        self.metrics_port = free_port()
         log = (self.tmp / f"controller-{self.index}-{self.generation}.log").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "gangq.operator", "run", "--kubeconfig", str(self.kubeconfig),
-             "--config", str(self.config), "--metrics-port", str(free_port())],
+             "--config", str(self.config), "--metrics-port", str(self.metrics_port)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         log.close()
 
