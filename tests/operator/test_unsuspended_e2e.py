@@ -31,6 +31,7 @@ from gangq.api import kubeflow
 from gangq.operator.adapters import JOB, JOBSET, PYTORCHJOB, WorkloadKind
 from gangq.operator.install import quickstart_webhook, remove_webhook_configurations
 from gangq.operator.kube import Credentials, KubeClient
+from gangq.sandbox.errors import ApiError
 from tests.operator import test_kubeflow_e2e as kf
 from tests.operator.helpers import (
     Cluster,
@@ -38,8 +39,10 @@ from tests.operator.helpers import (
     cluster_queue,
     flavor,
     install,
+    is_real,
     jobset,
     local_queue,
+    namespace,
     operator_config,
     start_operator,
     wait_for,
@@ -194,3 +197,41 @@ def test_workloads_created_unsuspended_never_run_over_their_quota(
             unregister(sb)
         if adapter is PYTORCHJOB:
             kf._remove_crd(sb)
+
+
+def test_while_the_webhook_is_unreachable_a_labelled_workload_is_refused_and_nothing_else_is(
+        cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
+    """Registered as the quick start registers it, with no replica answering (gangq down): creating
+    a labelled Job fails with the API server's message naming the webhook, instead of running
+    outside its quota; an unlabelled Job, and a labelled one in gangq's own namespace, are created
+    as usual (the webhook never holds up what is not gangq's, nor gangq itself)."""
+    sb = cluster_factory(cluster=False)
+    install(sb)
+    store = api(sb)
+    enable_webhook(sb, tmp_path)  # registered; no controller runs, so nothing serves it
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the API server reads new configurations asynchronously
+            try:
+                created = store.create("batch", "jobs", job("refused"), namespace="default")
+            except ApiError as err:
+                refused = err
+                break
+            store.delete("batch", "jobs", "default", created["metadata"]["name"], propagation_policy="Background")
+            assert time.monotonic() < deadline, "the API server never called the webhook"
+            time.sleep(0.3)
+        assert refused.code == 500, refused.message
+        assert 'failed calling webhook "kueue-queue-name.mutate.gangq.io"' in refused.message, refused.message
+        plain = job("plain")
+        plain["metadata"]["labels"] = {}
+        assert store.create("batch", "jobs", plain, namespace="default")["metadata"]["name"] == "plain"
+        if not is_real(sb):
+            namespace(sb, "gangq-system")
+        own = job("own")
+        own["metadata"]["namespace"] = "gangq-system"
+        try:
+            assert store.create("batch", "jobs", own, namespace="gangq-system")["metadata"]["name"] == "own"
+        finally:
+            store.delete("batch", "jobs", "gangq-system", "own", propagation_policy="Background")
+    finally:
+        unregister(sb)
