@@ -192,7 +192,8 @@ def test_the_comparison_sees_a_changed_spec() -> None:
 
 def test_the_charts_copies_are_their_sources() -> None:
     """The CRDs, the dashboard and the alerts the chart ships are copies (hack/gen-chart.py) of
-    crds/, deploy/grafana and deploy/prometheus."""
+    crds/, deploy/grafana and deploy/prometheus, and the schema of its config value is the
+    controller's configuration model's."""
     done = subprocess.run([sys.executable, str(ROOT / "hack" / "gen-chart.py"), "--check"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -217,6 +218,10 @@ def test_helm_lint() -> None:
     ({"tolerations": [{"key": "gpu", "effect": "NoRun"}]}, "/tolerations/0/effect"),
     ({"webhook": {"enable": True}}, "/webhook"),
     ({"config": {"metricsPort": 0}}, "/config/metricsPort"),
+    # the controller's own configuration model (hack/gen-chart.py writes its schema)
+    ({"config": {"podsReady": {"timeoutSecond": 60}}}, "/config/podsReady"),
+    ({"config": {"preemption": {"budget": "two"}}}, "/config/preemption/budget"),
+    ({"config": {"api": {"qps": 0}}}, "/config/api/qps"),
 ])
 def test_a_wrong_value_fails_naming_its_path(values: dict[str, Any], path: str) -> None:
     done = template(values, check=False)
