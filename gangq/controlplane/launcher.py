@@ -4,7 +4,8 @@
 
 1. etcd, on a temporary data directory without fsync (its durability is not what is tested);
 2. kube-apiserver: TLS with a self-signed CA, bearer-token authentication, RBAC authorization,
-   service-account signing keys (:mod:`gangq.controlplane.pki`);
+   service-account signing keys, the aggregation layer's front-proxy CA and client certificate
+   (:mod:`gangq.controlplane.pki`);
 3. kube-controller-manager with the controllers a batch cluster needs (Jobs, garbage collection,
    namespaces, service accounts and their tokens, TTL after finished, pod GC, endpoint slices) and
    no node lifecycle (kwok's nodes have no kubelet heartbeat to judge them by);
@@ -42,7 +43,7 @@ import yaml
 
 from gangq.controlplane import kwok
 from gangq.controlplane.build import BuildError, bin_dir, build, missing
-from gangq.controlplane.pki import Pki
+from gangq.controlplane.pki import FRONT_PROXY_CLIENT, Pki
 from gangq.sandbox.runtime import free_port
 
 log = logging.getLogger(__name__)
@@ -245,6 +246,15 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             "--allow-privileged=true", "--profiling=false",
+            # The aggregation layer, as kubeadm configures it: the front-proxy CA and its client
+            # certificate for requests forwarded to APIServices (gangq's pending-workloads API).
+            f"--requestheader-client-ca-file={self.pki.front_proxy_ca}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={self.pki.front_proxy_client_cert}",
+            f"--proxy-client-key-file={self.pki.front_proxy_client_key}",
             *self._audit_args(),
             *self.extra_apiserver_args,
         ])

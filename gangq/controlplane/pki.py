@@ -9,6 +9,11 @@ manifests (``deploy/base/rbac.yaml``) is exactly what it may do. The admin also 
 certificate (kube-apiserver's ``--client-ca-file`` is the CA): a program that copies only the
 certificates of its kubeconfig, as controller-runtime's envtest does for the kubeconfig it hands
 to Kueue's minimalkueue, still authenticates (:meth:`Pki.kubeconfig` with ``embed=True``).
+
+A second CA, the front-proxy CA, signs the client certificate kube-apiserver presents when it
+forwards a request to an aggregated API server (``--proxy-client-cert-file``), and is its
+requestheader client CA (``--requestheader-client-ca-file``, published in
+``kube-system/extension-apiserver-authentication``), as kubeadm sets a cluster up.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+
+# The common name of kube-apiserver's front-proxy client certificate, its only requestheader allowed name.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 # The namespace and ServiceAccount that deploy/base runs the controller as.
 CONTROLLER_NAMESPACE = "gangq-system"
@@ -108,6 +116,10 @@ class Pki:
         self.token_file = directory / "tokens.csv"
         self.admin_cert = directory / "admin.crt"
         self.admin_key = directory / "admin.key"
+        self.front_proxy_ca = directory / "front-proxy-ca.crt"
+        self.front_proxy_ca_key = directory / "front-proxy-ca.key"
+        self.front_proxy_client_cert = directory / "front-proxy-client.crt"
+        self.front_proxy_client_key = directory / "front-proxy-client.key"
 
     def write(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -129,6 +141,16 @@ class Pki:
         self.admin_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
         self.admin_key.write_bytes(_pem_key(admin_key))
         self.admin_key.chmod(0o600)
+        proxy_ca_key = ec.generate_private_key(ec.SECP256R1())
+        proxy_ca = _cert("gangq-front-proxy-ca", proxy_ca_key, None, proxy_ca_key, ca=True)
+        proxy_key = ec.generate_private_key(ec.SECP256R1())
+        proxy_client = _cert(FRONT_PROXY_CLIENT, proxy_key, proxy_ca, proxy_ca_key, ca=False)
+        self.front_proxy_ca.write_bytes(proxy_ca.public_bytes(serialization.Encoding.PEM))
+        self.front_proxy_ca_key.write_bytes(_pem_key(proxy_ca_key))
+        self.front_proxy_ca_key.chmod(0o600)
+        self.front_proxy_client_cert.write_bytes(proxy_client.public_bytes(serialization.Encoding.PEM))
+        self.front_proxy_client_key.write_bytes(_pem_key(proxy_key))
+        self.front_proxy_client_key.chmod(0o600)
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.sa_key.write_bytes(_pem_key(sa))
         self.sa_key.chmod(0o600)

@@ -1,7 +1,10 @@
-"""The controller's HTTP endpoints: ``/metrics``, health probes, and the pending-workloads list.
+"""The controller's HTTP endpoints: ``/metrics`` and health probes (:func:`create_app`, plain HTTP on
+the metrics port, naming no workload) and the pending-workloads list (:func:`visibility_app`,
+served over HTTPS on its own port by :mod:`gangq.operator.visibility`, every request
+authenticated and authorized through the API server: :mod:`gangq.observability.auth`).
 
 The pending-workloads API follows Kueue's visibility API (``visibility.kueue.x-k8s.io``
-``PendingWorkloadsSummary``), served by the controller itself as plain JSON::
+``PendingWorkloadsSummary``), as JSON::
 
     GET /apis/visibility.gangq.io/v1alpha1/clusterqueues/{name}/pendingworkloads?limit=&offset=
     GET /apis/visibility.gangq.io/v1alpha1/namespaces/{ns}/localqueues/{name}/pendingworkloads?limit=&offset=
@@ -23,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from gangq.observability.auth import Attributes, Guard, Unauthorized, User
 
 if TYPE_CHECKING:
     from gangq.core.engine import Engine
@@ -200,8 +205,12 @@ def _item(row: Any, cluster_queue: str, lq_position: int | None, now: float) -> 
     )
 
 
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 503: "ServiceUnavailable"}
+
+
 def _error(status: int, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": status}
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": _REASONS.get(status, ""), "code": status}
     return web.json_response(body, status=status)
 
 
@@ -222,15 +231,14 @@ def _int_param(request: web.Request, name: str, default: int, maximum: int | Non
 
 def create_app(
     registry: CollectorRegistry,
-    pending: PendingSource | None = None,
     *,
     ready: Callable[[], bool] | None = None,
     before_scrape: Callable[[], None] | None = None,
 ) -> web.Application:
-    """The controller's HTTP app: ``/metrics`` (``registry``, after ``before_scrape()``, which
-    brings computed gauges up to date), ``/healthz``, ``/readyz`` (``ready()``, e.g. "caches
-    synced"; always ready when not given) and, when ``pending`` is given, the pending-workloads
-    API."""
+    """The controller's plain-HTTP app on the metrics port: ``/metrics`` (``registry``, after
+    ``before_scrape()``, which brings computed gauges up to date), ``/healthz``, ``/readyz``
+    (``ready()``, e.g. "caches synced"; always ready when not given). No workload is named here:
+    the pending-workloads API is :func:`visibility_app`, on its own port, behind authentication."""
     app = web.Application()
 
     async def metrics(_: web.Request) -> web.Response:
@@ -247,8 +255,64 @@ def create_app(
             return web.Response(status=503, text="not ready")
         return web.Response(text="ok")
 
-    async def answer(request: web.Request, query: PendingQuery) -> web.Response:
-        assert pending is not None
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+RESOURCES = (("clusterqueues", False), ("localqueues", True))
+"""The queue kinds whose ``pendingworkloads`` subresource the API serves, and whether namespaced."""
+
+
+def api_group() -> dict[str, Any]:
+    """The discovery document of ``/apis/visibility.gangq.io`` (an APIGroup)."""
+    version = {"groupVersion": API_VERSION, "version": API_VERSION.split("/")[1]}
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": API_GROUP, "versions": [version],
+            "preferredVersion": version}
+
+
+def api_resources() -> dict[str, Any]:
+    """The discovery document of ``/apis/visibility.gangq.io/v1alpha1`` (an APIResourceList): only
+    the subresources, so that ``kubectl get clusterqueues`` keeps naming gangq.io's."""
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": API_VERSION, "resources": [
+        {"name": f"{plural}/pendingworkloads", "singularName": "", "namespaced": namespaced,
+         "kind": "PendingWorkloadsSummary", "verbs": ["get"]} for plural, namespaced in RESOURCES]}
+
+
+SourceOf = Callable[[], "PendingSource | str"]
+"""The source to answer from now, or why there is none (a standby replica: HTTP 503)."""
+
+
+def visibility_app(source: SourceOf, guard: Guard) -> web.Application:
+    """The pending-workloads API (served over HTTPS by :mod:`gangq.operator.visibility`): the two
+    pending-workloads paths and the discovery documents of the group, each request authenticated
+    by ``guard``; the pending lists also authorized, with a SubjectAccessReview for verb ``get`` on
+    subresource ``pendingworkloads`` of the queue (:mod:`gangq.observability.auth`). Other paths
+    (``/openapi/...`` among them) answer 404."""
+    app = web.Application()
+
+    async def user_of(request: web.Request) -> User:
+        ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+        peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        return await guard.authenticate(request.headers, request.headers.getall, peer or None)
+
+    async def discovery(request: web.Request) -> web.Response:
+        try:
+            await user_of(request)
+        except Unauthorized as err:
+            return _error(err.status, err.message)
+        return web.json_response(api_group() if request.path.rstrip("/") == f"/apis/{API_GROUP}" else api_resources())
+
+    async def answer(request: web.Request, query: PendingQuery, attributes: Attributes) -> web.Response:
+        try:
+            user = await user_of(request)
+            await guard.authorize(user, attributes)
+        except Unauthorized as err:
+            return _error(err.status, err.message)
+        pending = source()
+        if isinstance(pending, str):
+            return _error(503, pending)
         result = pending(query)
         if inspect.isawaitable(result):
             result = await result
@@ -259,38 +323,37 @@ def create_app(
                 else f"LocalQueue {query.namespace}/{query.local_queue}"
             )
             return _error(404, f"{what} not found")
+        log.debug("visibility: %s read %s", user.name, attributes.describe())
         return web.json_response(result.to_json())
 
     def paging(request: web.Request) -> tuple[int, int]:
         return _int_param(request, "limit", DEFAULT_LIMIT, MAX_LIMIT), _int_param(request, "offset", 0, None)
 
     async def by_cluster_queue(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        attributes = Attributes("get", API_GROUP, "clusterqueues", "pendingworkloads", name=name)
         try:
             limit, offset = paging(request)
         except web.HTTPBadRequest as err:
             return _error(400, err.reason)
-        query = PendingQuery(cluster_queue=request.match_info["name"], limit=limit, offset=offset)
-        return await answer(request, query)
+        return await answer(request, PendingQuery(cluster_queue=name, limit=limit, offset=offset), attributes)
 
     async def by_local_queue(request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        attributes = Attributes("get", API_GROUP, "localqueues", "pendingworkloads", namespace, name)
         try:
             limit, offset = paging(request)
         except web.HTTPBadRequest as err:
             return _error(400, err.reason)
-        query = PendingQuery(
-            namespace=request.match_info["namespace"],
-            local_queue=request.match_info["name"],
-            limit=limit,
-            offset=offset,
-        )
-        return await answer(request, query)
+        query = PendingQuery(namespace=namespace, local_queue=name, limit=limit, offset=offset)
+        return await answer(request, query, attributes)
 
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    if pending is not None:
-        app.router.add_get(PREFIX + "/clusterqueues/{name}/pendingworkloads", by_cluster_queue)
-        app.router.add_get(PREFIX + "/namespaces/{namespace}/localqueues/{name}/pendingworkloads", by_local_queue)
+    app.router.add_get(f"/apis/{API_GROUP}", discovery)
+    app.router.add_get(f"/apis/{API_GROUP}/", discovery)
+    app.router.add_get(PREFIX, discovery)
+    app.router.add_get(PREFIX + "/", discovery)
+    app.router.add_get(PREFIX + "/clusterqueues/{name}/pendingworkloads", by_cluster_queue)
+    app.router.add_get(PREFIX + "/namespaces/{namespace}/localqueues/{name}/pendingworkloads", by_local_queue)
     return app
 
 
@@ -313,5 +376,5 @@ async def start_server(app: web.Application, host: str = "0.0.0.0", port: int = 
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    log.info("serving metrics and the pending-workloads API on %s:%d", host, port)
+    log.info("serving /metrics, /healthz and /readyz on %s:%d", host, port)
     return runner

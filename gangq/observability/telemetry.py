@@ -1,7 +1,7 @@
 """One object the controller holds for all of its observability: metrics, the HTTP endpoints.
 
     telemetry = Telemetry(engine)
-    runner = await telemetry.serve(port=config.metrics_port)     # /metrics, /healthz, /readyz, visibility
+    runner = await telemetry.serve(port=config.metrics_port)     # /metrics, /healthz, /readyz
     ...
     decisions = telemetry.schedule(now)          # instead of engine.schedule(now): timed and counted
     telemetry.finish(key, now)                   # instead of engine.finish(key, now)
@@ -76,11 +76,14 @@ class Telemetry:
             self.metrics.refresh(self.engine, now)
             self._last_refresh = now
 
-    def app(self, pending: PendingSource | None = None) -> web.Application:
-        """The HTTP app; the pending-workloads API reads the engine unless ``pending`` is given."""
-        source = pending if pending is not None else engine_source(self.engine, self.clock)
-        return create_app(self.metrics.registry, source, ready=self.ready,
+    def app(self) -> web.Application:
+        """The metrics port's HTTP app: ``/metrics``, ``/healthz``, ``/readyz``."""
+        return create_app(self.metrics.registry, ready=self.ready,
                           before_scrape=lambda: self.refresh(self.clock(), force=True))
+
+    def pending_source(self) -> PendingSource:
+        """The pending-workloads API's answers, read from the engine (on the engine's loop only)."""
+        return engine_source(self.engine, self.clock)
 
     async def serve(self, host: str = "0.0.0.0", port: int = 8080) -> web.AppRunner:
         """Serve :meth:`app` on the running loop; ``await runner.cleanup()`` stops it."""

@@ -21,6 +21,7 @@ from rich.console import Console
 from gangq.controlplane import ControlPlaneKind
 from gangq.core.errors import SpecError
 from gangq.gc_tuning import tune_gc
+from gangq.operator import visibility
 from gangq.operator.config import OperatorConfig, load_config
 from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
 from gangq.operator.kube import Credentials, KubeClient
@@ -147,12 +148,16 @@ def run(
     sandbox_port: int = typer.Option(6443, "--sandbox-port", help="port of the sandbox API server"),
     kubeconfig_out: Path | None = typer.Option(None, "--kubeconfig-out", help="where to write the sandbox's kubeconfig (default ~/.kube/gangq-sandbox.yaml)"),  # noqa: B008, E501
     jobset_controller: JobSetControllerMode = typer.Option(JobSetControllerMode.embedded, "--jobset-controller", help="embedded: gangq runs JobSets itself; external: an upstream JobSet controller does"),  # noqa: B008, E501
-    metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz, /readyz and the pending-workloads API here (overrides metricsPort of --config; default 8080)"),  # noqa: E501
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535, help="serve /metrics, /healthz and /readyz here, plain HTTP (overrides metricsPort of --config; default 8080)"),  # noqa: E501
     metrics_bind: str | None = typer.Option(None, "--metrics-bind", help="address to serve --metrics-port on (overrides metricsBind of --config; default 127.0.0.1, loopback only; the Deployment sets 0.0.0.0)"),  # noqa: E501
     webhook_port: int | None = typer.Option(None, "--webhook-port", min=0, max=65535, help="serve the admission webhook (HTTPS /mutate, /validate) on this port, on every replica (overrides webhook.port of --config; default 0: off; the install's webhook component sets 9443)"),  # noqa: E501
     webhook_bind: str | None = typer.Option(None, "--webhook-bind", help="address to serve --webhook-port on (overrides webhook.bind; default 127.0.0.1, loopback only; the webhook component sets 0.0.0.0)"),  # noqa: E501
     webhook_cert_dir: Path | None = typer.Option(None, "--webhook-cert-dir", help="directory with tls.crt and tls.key (e.g. a mounted cert-manager Secret), reloaded when they change (default: gangq keeps a CA and certificate in the Secret webhook.secretName)"),  # noqa: B008, E501
     webhook_host: list[str] | None = typer.Option(None, "--webhook-host", help="extra DNS name or IP address of the generated webhook certificate (repeatable)"),  # noqa: B008, E501
+    visibility_port: int | None = typer.Option(None, "--visibility-port", min=0, max=65535, help="serve the pending-workloads API (HTTPS, every request authenticated and authorized through the API server) on this port, on every replica (overrides visibility.port of --config; default 0: off, 8443 with the sandbox; the install sets 8443 and registers it as the APIService v1alpha1.visibility.gangq.io)"),  # noqa: E501
+    visibility_bind: str | None = typer.Option(None, "--visibility-bind", help="address to serve --visibility-port on (overrides visibility.bind; default 127.0.0.1, loopback only; the install sets 0.0.0.0)"),  # noqa: E501
+    visibility_cert_dir: Path | None = typer.Option(None, "--visibility-cert-dir", help="directory with tls.crt and tls.key for --visibility-port, reloaded when they change (default: gangq keeps a CA and certificate in the Secret visibility.secretName and writes the CA into the APIService's caBundle)"),  # noqa: B008, E501
+    visibility_host: list[str] | None = typer.Option(None, "--visibility-host", help="extra DNS name or IP address of the generated visibility certificate (repeatable)"),  # noqa: B008, E501
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
     control_plane: ControlPlaneKind = typer.Option(ControlPlaneKind.emulated, "--control-plane", help="with --sandbox: emulated (gangq's API emulator) or real (etcd, kube-apiserver, controller-manager, scheduler, kwok built from their Go modules)"),  # noqa: B008, E501
 ) -> None:
@@ -175,6 +180,7 @@ def run(
     if metrics_bind is not None:
         cfg = cfg.model_copy(update={"metrics_bind": metrics_bind})
     cfg = _webhook_options(cfg, webhook_port, webhook_bind, webhook_cert_dir, webhook_host)
+    cfg = visibility.apply_options(cfg, visibility_port, visibility_bind, visibility_cert_dir, visibility_host)
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
     if not sandbox and kubeconfig is None and (missing := _missing_kubeconfig()) is not None:
         console.print(f"[red]error:[/red] $KUBECONFIG={missing}: no such file (to run the embedded sandbox "
@@ -195,6 +201,8 @@ def run(
     from gangq.controlplane.launcher import ControlPlaneError  # cryptography: only when it can be needed
 
     sandbox_kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
+    if use_sandbox:  # the pending-workloads API on loopback, for `gangq queue` (docs/sandbox.md)
+        cfg = visibility.quickstart(cfg, sandbox_kubeconfig)
     real = None
     try:
         if use_sandbox and control_plane is ControlPlaneKind.real:

@@ -121,6 +121,29 @@ class WebhookConfig(_Model):
     configuration_name: str = Field("gangq-webhook", alias="configurationName", min_length=1)
 
 
+class VisibilityConfig(_Model):
+    """The pending-workloads API (:mod:`gangq.operator.visibility`, docs/observability.md): HTTPS on
+    its own port, every request authenticated (a bearer token through TokenReview, or the API
+    server's front-proxy client certificate) and authorized (SubjectAccessReview). Off unless
+    ``port`` is set: the install sets 8443 and registers it as an APIService."""
+
+    port: int = Field(0, ge=0, le=65535)  # 0: off
+    # Loopback unless set: the install sets 0.0.0.0 (kube-apiserver reaches it on the pod's IP).
+    bind: str = Field("127.0.0.1", min_length=1)
+    # tls.crt / tls.key (e.g. a cert-manager Secret), reloaded when they change. Unset: gangq keeps
+    # a CA and certificate in ``secretName`` and writes the CA into the APIService's caBundle.
+    cert_dir: str | None = Field(None, alias="certDir")
+    hosts: list[str] = Field(default_factory=list)  # extra DNS names / IP addresses of the certificate
+    service_name: str = Field("gangq-visibility", alias="serviceName", min_length=1)
+    namespace: str = Field("gangq-system", min_length=1)  # of the Service and the Secret
+    secret_name: str = Field("gangq-visibility-cert", alias="secretName", min_length=1)
+    api_service_name: str = Field("v1alpha1.visibility.gangq.io", alias="apiServiceName", min_length=1)
+    # Authentication and authorization decisions are kept this long (a busy ``gangq queue`` costs
+    # the API server one TokenReview and one SubjectAccessReview per user and queue per period).
+    cache_seconds: float = Field(10.0, alias="cacheSeconds", ge=0)
+    cache_size: int = Field(4096, alias="cacheSize", ge=1)
+
+
 def _system_namespaces() -> NamespaceSelectorConfig:
     return NamespaceSelectorConfig.model_validate({"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
@@ -151,6 +174,7 @@ class OperatorConfig(_Model):
     managed_jobs_namespace_selector: NamespaceSelectorConfig = Field(
         default_factory=_system_namespaces, alias="managedJobsNamespaceSelector")
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    visibility: VisibilityConfig = Field(default_factory=VisibilityConfig)
 
     def engine_config(self) -> EngineConfig:
         pr = self.pods_ready

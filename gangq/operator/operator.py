@@ -4,6 +4,8 @@
 
 0. with ``webhook.port`` set, serve the admission webhook (:mod:`gangq.operator.webhook`) on
    every replica, leader or standby, from before the election until the end of the shutdown;
+   likewise, with ``visibility.port`` set, the pending-workloads API (:mod:`gangq.operator.visibility`),
+   which answers from the engine once this replica leads and has recovered;
 1. wait for the Lease (``leaderElection``; only the leader runs anything below);
 2. ``Controller.recover()``: list the queue objects, nodes, pods and JobSets, put admitted JobSets
    back into the engine, queue the rest;
@@ -47,6 +49,7 @@ from gangq.operator.leader import LeaseElector
 from gangq.operator.translate import WATCHED
 
 if TYPE_CHECKING:
+    from gangq.operator.visibility import VisibilityServer
     from gangq.operator.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
@@ -216,6 +219,7 @@ async def run_operator(
     loop = asyncio.get_running_loop()
     deadline: float | None = None  # of the shutdown, once it began
     webhook: WebhookServer | None = None
+    visibility: VisibilityServer | None = None
     http_runner: Any = None
     keeper: asyncio.Future[Any] | None = None
     try:
@@ -223,6 +227,10 @@ async def run_operator(
             from gangq.operator.webhook import start_webhook
 
             webhook = await start_webhook(config, client)
+        if config.visibility.port:
+            from gangq.operator.visibility import start_visibility
+
+            visibility = await start_visibility(config, client)
         if le.enable:
             elector = LeaseElector(
                 client, le.namespace, le.lease_name, identity or default_identity(),
@@ -241,6 +249,10 @@ async def run_operator(
         if on_controller is not None:
             on_controller(controller)
         http_runner = await _attach_telemetry(controller, config)
+        if visibility is not None:
+            from gangq.observability.http import engine_source
+
+            visibility.serve(engine_source(controller.engine), ready=controller.recovered.is_set)
         if elector is None:
             await controller.recover()
         else:
@@ -353,6 +365,9 @@ async def run_operator(
                 log.warning("could not release the Lease in time: a standby takes over when it expires")
         if webhook is not None:  # served to the end: labelled creates keep being suspended meanwhile
             await webhook.stop()
+        if visibility is not None:
+            visibility.withdraw()
+            await visibility.stop()
         log.debug("closing the client")
         await client.close()
         log.debug("closed")

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -75,8 +76,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def write_kubeconfig(path: Path | str, server: str, *, namespace: str = "default", name: str = "gangq-sandbox") -> Path:
-    """Write a kubeconfig whose current context points at `server` (plain HTTP, no credentials)."""
+def write_kubeconfig(path: Path | str, server: str, *, namespace: str = "default", name: str = "gangq-sandbox",
+                     token: str | None = None) -> Path:
+    """Write a kubeconfig whose current context points at `server` (plain HTTP). `token`: the
+    sandbox's user token (see SandboxServer), sent by clients and checked only by its TokenReview."""
     import yaml
 
     cfg = {
@@ -84,7 +87,7 @@ def write_kubeconfig(path: Path | str, server: str, *, namespace: str = "default
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": name, "cluster": {"server": server}}],
-        "users": [{"name": name, "user": {}}],
+        "users": [{"name": name, "user": {"token": token} if token else {}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
         "current-context": name,
     }
@@ -120,9 +123,14 @@ class SandboxServer:
         bookmark_interval: float = 30.0,
         faults: Faults | None = None,
         cluster_options: dict[str, Any] | None = None,
+        token: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        # The token of the sandbox's one user (written into its kubeconfig). The sandbox authorizes
+        # nothing: every request may do everything. Only its TokenReview and SubjectAccessReview
+        # read the token, for servers that delegate to them (gangq's pending-workloads API).
+        self.token = token or secrets.token_hex(16)
         self.state_file = Path(state_file) if state_file else None
         self.store = Store(history=history, bookmark_interval=bookmark_interval)
         if self.state_file is not None and self.state_file.exists():
@@ -130,7 +138,7 @@ class SandboxServer:
             self.store.load_state(state)
             log.info("sandbox: loaded %d objects from %s", len(state.get("objects", [])), self.state_file)
         self.faults = faults or Faults()
-        self.app = make_app(self.store, faults=self.faults, bookmark_interval=bookmark_interval)
+        self.app = make_app(self.store, faults=self.faults, bookmark_interval=bookmark_interval, token=self.token)
         self._cluster_wanted = cluster
         self._nodes_spec = nodes
         self._kubelet = kubelet
@@ -265,9 +273,10 @@ class Sandbox:
     def start(self) -> Sandbox:
         if self.mode == "thread":
             self._start_thread()
+            assert self.server is not None
+            write_kubeconfig(self.kubeconfig, self.url, token=self.server.token)
         else:
-            self._start_subprocess()
-        write_kubeconfig(self.kubeconfig, self.url)
+            self._start_subprocess()  # the child writes the kubeconfig, with its token
         return self
 
     def _start_thread(self) -> None:
@@ -293,6 +302,13 @@ class Sandbox:
         self._thread = threading.Thread(target=main, name="gangq-sandbox", daemon=True)
         self._thread.start()
         ready.result(self.startup_timeout)
+
+    def _kubeconfig_written(self) -> bool:
+        """Whether the child wrote this sandbox's kubeconfig (it does so right after it listens)."""
+        try:
+            return f"server: {self.url}" in self.kubeconfig.read_text() and "token:" in self.kubeconfig.read_text()
+        except OSError:
+            return False
 
     def _start_subprocess(self) -> None:
         if self.port == 0:
@@ -325,7 +341,7 @@ class Sandbox:
                 raise RuntimeError(f"gangq sandbox up exited with {self._proc.returncode}: {err[-2000:]}")
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
-                    if r.status == 200:
+                    if r.status == 200 and self._kubeconfig_written():
                         return
             except OSError:
                 pass
@@ -388,7 +404,7 @@ def up(
         server = SandboxServer(host=host, port=port, nodes=nodes, cluster=cluster, state_file=state_file,
                                bookmark_interval=bookmark_interval)
         await server.start()
-        write_kubeconfig(kubeconfig, server.url)
+        write_kubeconfig(kubeconfig, server.url, token=server.token)
         if announce is not None:
             announce(f"export KUBECONFIG={kubeconfig}")
         stop = asyncio.Event()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import time
@@ -24,7 +25,15 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from gangq.sandbox import schema, tables
-from gangq.sandbox.admission import AdmissionContext, WebhookAdmission, delete_options, user_info, warning_header
+from gangq.sandbox.admission import (
+    DEFAULT_GROUPS,
+    DEFAULT_USERNAME,
+    AdmissionContext,
+    WebhookAdmission,
+    delete_options,
+    user_info,
+    warning_header,
+)
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import ApiError, bad_request
 from gangq.sandbox.faults import Faults, FaultsError
@@ -653,14 +662,73 @@ def _partial(obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
 
 
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def review_handlers(token: str) -> tuple[Any, Any]:
+    """TokenReview and SubjectAccessReview of the sandbox, for servers that delegate their
+    authentication and authorization to the API server (gangq's pending-workloads API).
+
+    The sandbox has one user, whose ``token`` its kubeconfig holds: the TokenReview authenticates
+    that token (as ``DEFAULT_USERNAME``, in ``system:masters``) and no other; the
+    SubjectAccessReview allows what a ``system:masters`` member asks, as the sandbox itself lets
+    every request do everything, and refuses every other user."""
+
+    async def read(request: web.Request, kind: str, group: str) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise bad_request(f"the body is not a {kind}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise bad_request(f"the body is not a {kind}: spec is missing")
+        return {"kind": kind, "apiVersion": f"{group}/v1", "metadata": {"creationTimestamp": None},
+                "spec": body["spec"]}
+
+    def answer(obj: dict[str, Any]) -> web.Response:
+        return web.json_response(obj, status=201)
+
+    def failure(err: ApiError) -> web.Response:
+        return web.json_response(err.status(), status=err.code)
+
+    async def token_review(request: web.Request) -> web.Response:
+        try:
+            review = await read(request, "TokenReview", "authentication.k8s.io")
+        except ApiError as err:
+            return failure(err)
+        given = review["spec"].get("token")
+        if isinstance(given, str) and hmac.compare_digest(given.encode(), token.encode()):
+            review["status"] = {"authenticated": True, "user": {
+                "username": DEFAULT_USERNAME, "uid": DEFAULT_USERNAME,
+                "groups": list(DEFAULT_GROUPS)}}
+        else:
+            review["status"] = {"authenticated": False, "error": "not the sandbox's token"}
+        return answer(review)
+
+    async def access_review(request: web.Request) -> web.Response:
+        try:
+            review = await read(request, "SubjectAccessReview", "authorization.k8s.io")
+        except ApiError as err:
+            return failure(err)
+        groups = review["spec"].get("groups") or []
+        allowed = isinstance(groups, list) and "system:masters" in groups
+        review["status"] = {"allowed": allowed, "reason": "the sandbox's user may do everything" if allowed
+                            else "the sandbox has one user (its kubeconfig's); no other is allowed anything"}
+        return answer(review)
+
+    return token_review, access_review
+
+
 def make_app(
     store: Store,
     *,
     faults: Faults | None = None,
     bookmark_interval: float | None = None,
     watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
+    token: str | None = None,
 ) -> web.Application:
-    """The aiohttp application serving `store`; `app[API_KEY]` is the ApiServer (for faults and counters)."""
+    """The aiohttp application serving `store`; `app[API_KEY]` is the ApiServer (for faults and
+    counters). With ``token``: TokenReview and SubjectAccessReview (:func:`review_handlers`)."""
     api = ApiServer(store, faults=faults, bookmark_interval=bookmark_interval, watch_timeout=watch_timeout)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[API_KEY] = api
@@ -673,5 +741,9 @@ def make_app(
     app.router.add_route("*", "/openapi/v3/{tail:.*}", api.openapi)
     app.router.add_route("*", "/debug/requests", api.debug_requests)
     app.router.add_route("*", "/debug/faults", api.debug_faults)
+    if token is not None:
+        token_review, access_review = review_handlers(token)
+        app.router.add_post(TOKEN_REVIEWS, token_review)
+        app.router.add_post(ACCESS_REVIEWS, access_review)
     app.router.add_route("*", "/{tail:.*}", api.handle)
     return app

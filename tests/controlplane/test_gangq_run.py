@@ -146,6 +146,10 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
                                         "(tests/operator/test_active_e2e.py)",
     ("gangq.io", "workloads", "get"): "a Workload that leaves the spec.active=false watch is read back to learn "
                                       "whether it was reactivated or deleted (tests/operator/test_activation.py)",
+    ("authentication.k8s.io", "tokenreviews", "create"):
+        "the pending-workloads API checks a bearer token (tests/controlplane/test_visibility_auth.py)",
+    ("authorization.k8s.io", "subjectaccessreviews", "create"):
+        "the pending-workloads API checks the caller's access to a queue (tests/controlplane/test_visibility_auth.py)",
 }
 
 

@@ -167,9 +167,14 @@ def test_validation_catches_a_bad_field() -> None:
 def test_namespaced_objects_live_in_gangq_system(overlay: tuple[str, list[dict[str, Any]]]) -> None:
     _, docs = overlay
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService"}
+    # The one object elsewhere: the binding to the built-in Role that reads the API server's
+    # front-proxy settings (kube-system/extension-apiserver-authentication), by name.
+    (reader,) = [d for d in docs if d["metadata"].get("namespace") == "kube-system"]
+    assert reader["kind"] == "RoleBinding" and reader["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"}
     for doc in docs:
-        if doc["kind"] not in cluster_scoped:
+        if doc["kind"] not in cluster_scoped and doc is not reader:
             assert doc["metadata"].get("namespace") == "gangq-system", (doc["kind"], doc["metadata"]["name"])
     for binding in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding"):
         for subject in binding["subjects"]:
@@ -180,20 +185,23 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
     name, docs = overlay
     rules = rules_of(docs)
     assert rules
-    webhook_secret_rules = [r for d in find(docs, "Role", "gangq-webhook-cert") for r in d["rules"]]
-    assert all(d["metadata"]["namespace"] == "gangq-system" for d in find(docs, "Role", "gangq-webhook-cert"))
+    cert_roles = find(docs, "Role", "gangq-webhook-cert") + find(docs, "Role", "gangq-visibility-cert")
+    webhook_secret_rules = [r for d in cert_roles for r in d["rules"]]
+    assert all(d["metadata"]["namespace"] == "gangq-system" for d in cert_roles)
     for rule in rules:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule.get(field, []), (field, rule)
         assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
         assert "deletecollection" not in rule["verbs"], rule
         if "secrets" in rule["resources"]:
-            # Only the admission webhook's serving certificate (deploy/components/webhook): one
-            # Secret, by name, read and updated through a namespaced Role (the install ships it
-            # empty, so not even create is granted). Any other Secret right would let the
-            # controller read every credential of a namespace (or of the cluster).
+            # Only the serving certificates of the admission webhook (deploy/components/webhook)
+            # and of the pending-workloads API (deploy/base/visibility.yaml): one Secret each, by
+            # name, read and updated through a namespaced Role (the install ships them empty, so
+            # not even create is granted). Any other Secret right would let the controller read
+            # every credential of a namespace (or of the cluster).
             assert rule in webhook_secret_rules, rule
-            assert rule["resources"] == ["secrets"] and rule["resourceNames"] == ["gangq-webhook-cert"], rule
+            assert rule["resources"] == ["secrets"], rule
+            assert rule["resourceNames"] in (["gangq-webhook-cert"], ["gangq-visibility-cert"]), rule
             assert set(rule["verbs"]) <= {"get", "update", "patch"}, rule
         for resource in rule["resources"]:
             if resource in READ_ONLY:

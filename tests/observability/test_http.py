@@ -1,10 +1,15 @@
-"""The controller's HTTP endpoints and `gangq queue`, against aiohttp's test server and a real Engine."""
+"""The controller's HTTP endpoints and `gangq queue`, against aiohttp's test server and a real Engine.
+
+The pending-workloads app is served here with a guard whose reviews accept one token and allow
+everything (tests/observability/test_auth.py tests the guard itself)."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +21,17 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from gangq.core import Engine, LocalQueueSpec
+from gangq.observability.auth import TOKEN_REVIEWS, Guard
 from gangq.observability.cli import format_wait, pending_url, queue, render
-from gangq.observability.http import PREFIX, PendingPage, PendingQuery, create_app, engine_source
+from gangq.observability.http import (
+    PREFIX,
+    PendingPage,
+    PendingQuery,
+    PendingSource,
+    create_app,
+    engine_source,
+    visibility_app,
+)
 from gangq.observability.metrics import GangqMetrics
 from tests.observability.helpers import gang, world
 
@@ -40,6 +54,20 @@ def busy_engine() -> Engine:
 
 
 AppFactory = Callable[[], web.Application]
+TOKEN = "researcher-token"
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def accept_one_token(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The API server's reviews, as a test double: TOKEN is user ``alice``, who may do anything."""
+    if path == TOKEN_REVIEWS:
+        ok = body["spec"]["token"] == TOKEN
+        return {"status": {"authenticated": ok, "user": {"username": "alice"} if ok else {}}}
+    return {"status": {"allowed": True}}
+
+
+def pending_app(source: PendingSource) -> AppFactory:
+    return lambda: visibility_app(lambda: source, Guard(accept_one_token))
 
 
 def call(app: AppFactory, fn: Callable[[TestClient], Awaitable[Any]]) -> Any:
@@ -56,7 +84,7 @@ def get_json(app: AppFactory, path: str, *, text: bool = False) -> tuple[int, An
     """GET ``path``: the status and the JSON body (``text``: the body as text)."""
 
     async def fn(client: TestClient) -> tuple[int, Any]:
-        resp = await client.get(path)
+        resp = await client.get(path, headers=HEADERS)
         return resp.status, await (resp.text() if text else resp.json())
 
     result: tuple[int, Any] = call(app, fn)
@@ -65,7 +93,7 @@ def get_json(app: AppFactory, path: str, *, text: bool = False) -> tuple[int, An
 
 def test_cluster_queue_pending_in_admission_order_with_paging() -> None:
     e = busy_engine()
-    app = lambda: create_app(CollectorRegistry(), engine_source(e, clock=lambda: NOW))  # noqa: E731
+    app = pending_app(engine_source(e, clock=lambda: NOW))
     status, body = get_json(app, PREFIX + "/clusterqueues/a/pendingworkloads")
     assert status == 200
     assert body["kind"] == "PendingWorkloadsSummary"
@@ -90,7 +118,7 @@ def test_cluster_queue_pending_in_admission_order_with_paging() -> None:
 
 def test_local_queue_pending_has_both_positions() -> None:
     e = busy_engine()
-    app = lambda: create_app(CollectorRegistry(), engine_source(e, clock=lambda: NOW))  # noqa: E731
+    app = pending_app(engine_source(e, clock=lambda: NOW))
     status, body = get_json(app, PREFIX + "/namespaces/ns/localqueues/team2/pendingworkloads")
     assert status == 200
     assert body["namespace"] == "ns" and body["localQueue"] == "team2"
@@ -114,7 +142,7 @@ def test_local_queue_pending_has_both_positions() -> None:
 )
 def test_bad_requests_say_what_is_wrong(path: str, status: int, needle: str) -> None:
     e = busy_engine()
-    app = lambda: create_app(CollectorRegistry(), engine_source(e, clock=lambda: NOW))  # noqa: E731
+    app = pending_app(engine_source(e, clock=lambda: NOW))
     got, body = get_json(app, PREFIX + path)
     assert got == status
     assert needle in body["message"]
@@ -129,7 +157,7 @@ def test_async_source_and_metrics_and_probes() -> None:
         await asyncio.sleep(0)
         return PendingPage(q, 0, [])
 
-    app = lambda: create_app(m.registry, source, ready=lambda: ready["ok"])  # noqa: E731
+    app = lambda: create_app(m.registry, ready=lambda: ready["ok"])  # noqa: E731
 
     async def fn(client: TestClient) -> None:
         resp = await client.get("/metrics")
@@ -141,41 +169,73 @@ def test_async_source_and_metrics_and_probes() -> None:
         assert (await client.get("/readyz")).status == 503
         ready["ok"] = True
         assert (await client.get("/readyz")).status == 200
-        resp = await client.get(PREFIX + "/clusterqueues/x/pendingworkloads")
-        assert (await resp.json())["total"] == 0
+        # the metrics port names no workload: the pending-workloads API is served apart
+        assert (await client.get(PREFIX + "/clusterqueues/x/pendingworkloads", headers=HEADERS)).status == 404
 
     call(app, fn)
+    status, body = get_json(pending_app(source), PREFIX + "/clusterqueues/x/pendingworkloads")
+    assert status == 200 and body["total"] == 0
 
 
-def test_without_a_source_there_is_no_visibility_api() -> None:
-    app = lambda: create_app(CollectorRegistry())  # noqa: E731
+def test_the_pending_api_serves_its_discovery_documents_and_says_when_it_does_not_lead() -> None:
+    e = busy_engine()
+    status, group = get_json(pending_app(engine_source(e)), "/apis/visibility.gangq.io")
+    assert status == 200 and group["kind"] == "APIGroup"
+    assert group["preferredVersion"] == {"groupVersion": "visibility.gangq.io/v1alpha1", "version": "v1alpha1"}
+    status, resources = get_json(pending_app(engine_source(e)), PREFIX)
+    assert status == 200 and resources["kind"] == "APIResourceList"
+    assert {(r["name"], r["namespaced"], tuple(r["verbs"])) for r in resources["resources"]} == {
+        ("clusterqueues/pendingworkloads", False, ("get",)), ("localqueues/pendingworkloads", True, ("get",))}
+    standby = lambda: visibility_app(lambda: "this replica does not lead", Guard(accept_one_token))  # noqa: E731
+    status, body = get_json(standby, PREFIX + "/clusterqueues/a/pendingworkloads")
+    assert status == 503 and body["message"] == "this replica does not lead" and body["reason"] == "ServiceUnavailable"
 
-    async def fn(client: TestClient) -> int:
-        return (await client.get(PREFIX + "/clusterqueues/a/pendingworkloads")).status
+    async def anonymous(client: TestClient) -> list[int]:
+        return [(await client.get(path)).status for path in ("/apis/visibility.gangq.io", PREFIX,
+                                                              PREFIX + "/clusterqueues/a/pendingworkloads")]
 
-    assert call(app, fn) == 404
+    assert call(pending_app(engine_source(e)), anonymous) == [401, 401, 401]
 
 
 # -- gangq queue ---------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    """The app on a real port in a thread (the CLI uses a blocking HTTP client)."""
-    app = create_app(CollectorRegistry(), engine_source(busy_engine(), clock=lambda: NOW))
+def server(tmp_path: Path) -> Iterator[str]:
+    """The pending-workloads app over HTTPS on a real port in a thread (the CLI uses a blocking HTTP
+    client); the test's kubeconfig (``$KUBECONFIG``) holds TOKEN, and the CA is in ``ca.crt``."""
+    from gangq.operator import certs
+    from gangq.sandbox.runtime import write_kubeconfig
+
+    bundle = certs.plan(None, ["127.0.0.1"], datetime.datetime.now(datetime.UTC))
+    assert bundle is not None
+    serving = certs.ServingContext()
+    serving.load(bundle.serving.cert_pem, bundle.serving.key_pem)
+    (tmp_path / "ca.crt").write_bytes(bundle.ca_bundle)
+    write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", token=TOKEN)
+    app = pending_app(engine_source(busy_engine(), clock=lambda: NOW))()
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)
     loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
     loop.run_until_complete(site.start())
     port = runner.addresses[0][1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{port}"
+    yield f"https://127.0.0.1:{port}"
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
     loop.run_until_complete(runner.cleanup())
     loop.close()
+    serving.close()
+
+
+def invoke(args: list[str], server: str, **kwargs: Any) -> Any:
+    """``gangq queue ARGS --url SERVER`` with the fixture's kubeconfig and CA."""
+    directory = Path(kwargs.pop("directory"))
+    extra = ["--url", server, "--kubeconfig", str(directory / "kubeconfig"),
+             "--certificate-authority", str(directory / "ca.crt")]
+    return CliRunner().invoke(cli(), ["queue", *args, *extra], **kwargs)
 
 
 def cli() -> typer.Typer:
@@ -189,8 +249,8 @@ def cli() -> typer.Typer:
     return app
 
 
-def test_gangq_queue_prints_the_cluster_queue_in_order(server: str) -> None:
-    result = CliRunner().invoke(cli(), ["queue", "a", "--server", server], env={"COLUMNS": "200"})
+def test_gangq_queue_prints_the_cluster_queue_in_order(server: str, tmp_path: Path) -> None:
+    result = invoke(["a"], server, directory=tmp_path, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     out = result.output
     assert "ClusterQueue a: 5 pending" in out
@@ -200,26 +260,48 @@ def test_gangq_queue_prints_the_cluster_queue_in_order(server: str) -> None:
     assert "InsufficientQuota" in out or "BlockedBy" in out or "Insufficient" in out
 
 
-def test_gangq_queue_local_queue_and_paging(server: str) -> None:
-    result = CliRunner().invoke(
-        cli(), ["queue", "-n", "ns", "team2", "--server", server, "--limit", "1"], env={"COLUMNS": "200"}
-    )
+def test_gangq_queue_local_queue_and_paging(server: str, tmp_path: Path) -> None:
+    result = invoke(["-n", "ns", "team2", "--limit", "1"], server, directory=tmp_path, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "LocalQueue ns/team2: 2 pending" in result.output
     assert "ns/p1" in result.output and "ns/p3" not in result.output
     assert "next page: --offset 1" in result.output
 
 
-def test_gangq_queue_json_and_errors(server: str) -> None:
-    result = CliRunner().invoke(cli(), ["queue", "a", "--server", server, "-o", "json", "--limit", "2"])
+def test_gangq_queue_json_and_errors(server: str, tmp_path: Path) -> None:
+    result = invoke(["a", "-o", "json", "--limit", "2"], server, directory=tmp_path)
     assert result.exit_code == 0, result.output
     assert '"positionInClusterQueue": 2' in result.output
-    result = CliRunner().invoke(cli(), ["queue", "missing", "--server", server])
+    result = invoke(["missing"], server, directory=tmp_path)
     assert result.exit_code == 1
     assert "ClusterQueue 'missing' not found" in result.output
-    result = CliRunner().invoke(cli(), ["queue", "a", "--server", "http://127.0.0.1:9"])
+    result = invoke(["a"], "https://127.0.0.1:9", directory=tmp_path)
     assert result.exit_code == 1
     assert "cannot reach the gangq controller" in result.output
+
+
+def test_gangq_queue_sends_the_kubeconfig_token_over_https_only(server: str, tmp_path: Path) -> None:
+    from gangq.sandbox.runtime import write_kubeconfig
+
+    write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9", token="someone-else")
+    result = invoke(["a"], server, directory=tmp_path)
+    assert result.exit_code == 1 and "401" in result.output and "not accepted" in result.output
+    result = invoke(["a"], server.replace("https://", "http://"), directory=tmp_path)
+    assert result.exit_code == 1 and "refusing to send credentials over plain HTTP" in result.output
+    wrong = certs_of_another_ca(tmp_path)
+    result = CliRunner().invoke(cli(), ["queue", "a", "--url", server, "--kubeconfig", str(tmp_path / "kubeconfig"),
+                                        "--certificate-authority", str(wrong)])
+    assert result.exit_code == 1 and "CERTIFICATE_VERIFY_FAILED" in result.output
+
+
+def certs_of_another_ca(tmp_path: Path) -> Path:
+    from gangq.operator import certs
+
+    bundle = certs.plan(None, ["127.0.0.1"], datetime.datetime.now(datetime.UTC))
+    assert bundle is not None
+    path = tmp_path / "other-ca.crt"
+    path.write_bytes(bundle.ca_bundle)
+    return path
 
 
 def test_format_wait_and_url() -> None:
@@ -263,5 +345,19 @@ def test_telemetry_wraps_schedule_finish_and_serves() -> None:
     assert reg.get_sample_value("gangq_admitted_active_workloads", {"cluster_queue": "a"}) == 0
 
     e.submit(gang("g3", "a", 1, 16), now=10.0)
-    status, body = get_json(t.app, PREFIX + "/clusterqueues/a/pendingworkloads")
+    status, body = get_json(pending_app(t.pending_source()), PREFIX + "/clusterqueues/a/pendingworkloads")
     assert status == 200 and body["items"][0]["name"] == "g3" and body["items"][0]["waitSeconds"] == 40
+
+
+def test_the_metrics_port_names_no_workload() -> None:
+    """/metrics carries queue, namespace and flavor names, never a workload's: the pending
+    workloads' names are served only behind authentication."""
+    from gangq.observability.telemetry import Telemetry
+
+    e = busy_engine()
+    t = Telemetry(e, clock=lambda: NOW)
+    t.schedule(NOW)
+    status, text = get_json(t.app, "/metrics", text=True)
+    assert status == 200 and 'cluster_queue="a"' in text
+    for workload in ("run1", "run2", "p0", "p1", "p2", "p3", "p4"):
+        assert f'"{workload}"' not in text and f"/{workload}" not in text, workload

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -65,13 +68,14 @@ def _listening_on(pid: int, port: int) -> set[str]:
 
 
 def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None:
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, visibility_port = free_port(), free_port(), free_port()
     kubeconfig = tmp_path / "kubeconfig"
     env = {**os.environ, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
     env.pop("KUBECONFIG", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangq.operator", "run", "--sandbox", "--sandbox-port", str(port),
-         "--kubeconfig-out", str(kubeconfig), "--jobset-controller", "external", "--metrics-port", str(metrics_port)],
+         "--kubeconfig-out", str(kubeconfig), "--jobset-controller", "external", "--metrics-port", str(metrics_port),
+         "--visibility-port", str(visibility_port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )
     kenv = {**env, "KUBECONFIG": str(kubeconfig)}
@@ -99,8 +103,22 @@ def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
             metrics = resp.read().decode()
         assert 'gangq_admitted_workloads_total{cluster_queue="cluster-queue"} 1.0' in metrics
-        # ... on loopback only: the pending-workloads API names every queued job
+        # ... on loopback only
         assert _listening_on(proc.pid, metrics_port) == {"127.0.0.1"}
+        # the pending-workloads API: HTTPS on loopback, for the sandbox kubeconfig's token only
+        # (the sandbox's TokenReview), its CA beside the kubeconfig, as `gangq queue` finds it
+        assert _listening_on(proc.pid, visibility_port) == {"127.0.0.1"}
+        url = f"https://127.0.0.1:{visibility_port}"
+        from tests.observability.test_http import cli
+
+        page = CliRunner().invoke(cli(), ["queue", "-n", "default", "user-queue", "--url", url, "-o", "json"],
+                                  env={"KUBECONFIG": str(kubeconfig)})
+        assert page.exit_code == 0 and '"localQueue": "user-queue"' in page.output, page.output
+        trust = ssl.create_default_context(cafile=str(tmp_path / "kubeconfig-visibility" / "ca.crt"))
+        with pytest.raises(urllib.error.HTTPError) as anonymous:
+            urllib.request.urlopen(f"{url}/apis/visibility.gangq.io/v1alpha1/clusterqueues/cluster-queue/"
+                                   "pendingworkloads", timeout=10, context=trust)
+        assert anonymous.value.code == 401
         # The admission webhook is on by default: a Kueue-style Job without `suspend` is stored
         # suspended (no pod of it starts outside its quota), then admitted and run.
         created = kubectl("apply", "-f", str(ROOT / "examples/jobs/kueue-style-job.yaml"), "-o", "json")
