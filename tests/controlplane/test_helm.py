@@ -220,6 +220,8 @@ def test_install_upgrade_rollback_uninstall(helm_control_plane: ControlPlane, he
 
     before = _leftovers(cp)
     assert ("Deployment", "gangq-controller") in before and ("ClusterRole", "gangq-controller") in before
+    released = [d for d in yaml.safe_load_all(helm(cp, helm_home, "get", "manifest", RELEASE, "-n", NAMESPACE)) if d]
+    assert {(d["kind"], d["metadata"]["name"]) for d in released} <= before  # every object carries the label
     helm(cp, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
     kept = {("CustomResourceDefinition", name) for name in (
         "clusterqueues.gangq.io", "cohorts.gangq.io", "localqueues.gangq.io", "resourceflavors.gangq.io",
@@ -229,6 +231,13 @@ def test_install_upgrade_rollback_uninstall(helm_control_plane: ControlPlane, he
     # The garbage collector removes the ReplicaSet and its pods (which carry the release's labels)
     # after the Deployment is gone.
     wait_for(lambda: _leftovers(cp) == kept | quick_start, 60, "only what uninstall keeps")
+    for doc in released:  # and each object of the release is gone, looked up by name
+        if (doc["kind"], doc["metadata"]["name"]) not in kept:
+            where = ["-n", doc["metadata"]["namespace"]] if "namespace" in doc["metadata"] else []
+            group = doc["apiVersion"].rpartition("/")[0]
+            resource = f"{doc['kind']}.{group}" if group else doc["kind"]
+            out = kubectl(cp, "get", resource, doc["metadata"]["name"], *where, check=False)
+            assert "NotFound" in out, (doc["kind"], doc["metadata"]["name"], out)
     assert helm(cp, helm_home, "list", "-A", "-q").split() == []
     assert not _get(cp, "pods", "-n", NAMESPACE)["items"]
 
