@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,6 +188,13 @@ def build(progress: Callable[[str], None] | None = None) -> Path:
     Raises :class:`BuildError` when Go is not installed or a component fails to build (the
     message carries the end of Go's output)."""
     return build_binaries(BINARIES, modules_dir(), bin_dir(go_binary()), progress, _ldflags)
+
+
+def build_only(names: Collection[str], progress: Callable[[str], None] | None = None) -> Path:
+    """Build those of the binaries ``names`` that are missing into the cache (e.g. helm alone for
+    the chart's offline tests, which need no control plane) and return its directory."""
+    chosen = [b for b in BINARIES if b.name in names]
+    return build_binaries(chosen, modules_dir(), bin_dir(go_binary()), progress, _ldflags)
 
 
 def run_cli(what: str, build_fn: Callable[[Callable[[str], None]], Path], done: Callable[[Path], str]) -> None:

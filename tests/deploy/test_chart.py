@@ -41,18 +41,18 @@ NOT_IN_CHART = {("Namespace", None, NAMESPACE)}
 
 
 def helm_binary() -> Path:
-    """The pinned helm of the control-plane build: built when Go is at hand (with whatever else
-    the cache misses), else the tier's skip (a failure under GANGQ_REQUIRE_REAL_CLUSTER=1)."""
-    from gangq.controlplane.build import BuildError, bin_dir, build, go_binary
+    """The pinned helm of the control-plane build: built (alone) into its cache when Go is at
+    hand, else the tier's skip (a failure under GANGQ_REQUIRE_REAL_CLUSTER=1)."""
+    from gangq.controlplane import build
 
-    helm = bin_dir() / "helm"
+    helm = build.bin_dir() / "helm"
     if helm.is_file():
         return helm
     reason = "helm is not built and Go is not installed"
-    if go_binary() is not None:
+    if build.go_binary() is not None:
         try:
-            return build() / "helm"
-        except BuildError as err:
+            return build.build_only({"helm"}) / "helm"
+        except build.BuildError as err:
             reason = f"building helm failed: {err}"
     if os.environ.get("GANGQ_REQUIRE_REAL_CLUSTER") == "1":
         pytest.fail(f"{reason} (GANGQ_REQUIRE_REAL_CLUSTER=1)")
