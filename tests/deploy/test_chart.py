@@ -392,3 +392,11 @@ def test_crds_are_kept_on_uninstall_and_follow_the_jobset_mode() -> None:
     loose = find(render({"crds": {"keep": False}}), "CustomResourceDefinition")
     assert loose and all("annotations" not in d["metadata"] for d in loose)
     assert not find(render({"crds": {"install": False}}), "CustomResourceDefinition")
+
+
+def test_the_chart_needs_the_kubernetes_that_serves_selectable_fields() -> None:
+    """The Workload CRD's selectableFields (the controller's watch of deactivated Workloads) are
+    served from Kubernetes 1.31 on: an older cluster is refused, not installed half-working."""
+    old = run_helm("template", "gangq", str(CHART), "--kube-version", "1.30.5", check=False)
+    assert old.returncode != 0 and "kubeVersion" in old.stderr, old.stderr
+    run_helm("template", "gangq", str(CHART), "--kube-version", "1.31.0")
