@@ -15,6 +15,7 @@ import yaml
 
 from gangq.controlplane.build import KUBERNETES_VERSION
 from gangq.controlplane.launcher import ControlPlane
+from gangq.sandbox.runtime import free_port
 from tests.controlplane.kube import gangq_command, wait_for
 
 
@@ -70,10 +71,11 @@ def test_gangq_run_sandbox_real_admits_the_example_gang_on_a_real_api_server(
     root = Path(__file__).resolve().parents[2]
     kubeconfig = tmp_path / "run.yaml"
     log = tmp_path / "run.log"
+    visibility_port = free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
             [*gangq_command(), "run", "--sandbox", "--control-plane", "real", "--sandbox-port", "0",
-             "--kubeconfig-out", str(kubeconfig), "--metrics-port", "0"],
+             "--kubeconfig-out", str(kubeconfig), "--metrics-port", "0", "--visibility-port", str(visibility_port)],
             stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -92,6 +94,12 @@ def test_gangq_run_sandbox_real_admits_the_example_gang_on_a_real_api_server(
                     "conditions", [])) for js in items)
 
         wait_for(completed, 120, "the example JobSet to complete")
+        # the pending-workloads API of the quick start, with the kubeconfig's token (TokenReview and
+        # SubjectAccessReview by the real API server, made as the install's ServiceAccount)
+        queue = subprocess.run([*gangq_command(), "queue", "cluster-queue", "--kubeconfig", str(kubeconfig),
+                                "--url", f"https://127.0.0.1:{visibility_port}", "-o", "json"],
+                               capture_output=True, text=True, timeout=60)
+        assert queue.returncode == 0 and '"clusterQueue": "cluster-queue"' in queue.stdout, queue.stdout + queue.stderr
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         assert proc.returncode == 0, log.read_text()[-3000:]
