@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Protocol, TypeVar
+from urllib.parse import unquote
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -223,13 +224,10 @@ class RequestHeader:
         uid = next((headers[h] for h in self.uid_headers if headers.get(h)), "")
         extra: dict[str, list[str]] = {}
         lowered = [p.lower() for p in self.extra_prefixes]
-        for key in headers:
-            for prefix in lowered:
-                if key.lower().startswith(prefix):
-                    from urllib.parse import unquote
-
-                    extra_key = unquote(key[len(prefix):]).lower()
-                    extra.setdefault(extra_key, []).extend(all_values(key))
+        for key in dict.fromkeys(headers):  # a header sent twice is one key with two values
+            prefix = next((p for p in lowered if key.lower().startswith(p)), None)
+            if prefix is not None:
+                extra.setdefault(unquote(key[len(prefix):]).lower(), []).extend(all_values(key))
         return User(name, groups, uid, tuple(sorted((k, tuple(v)) for k, v in extra.items())))
 
 

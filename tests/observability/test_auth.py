@@ -197,3 +197,16 @@ def test_front_proxy_certificates_name_the_user_only_when_signed_by_the_ca_with_
     assert RequestHeader.from_configmap({"client-ca-file": "x"}) is None
     with pytest.raises(ValueError, match="requestheader-allowed-names"):
         RequestHeader.from_configmap({**data, "requestheader-allowed-names": "front-proxy-client"})
+
+
+def test_front_proxy_headers_sent_twice_are_one_name_with_both_values() -> None:
+    from multidict import CIMultiDict
+
+    ca_key = _key()
+    ca = _cert("front-proxy-ca", ca_key, None)
+    setting = RequestHeader((ca,))
+    headers = CIMultiDict([("X-Remote-User", "bob"), ("X-Remote-Group", "a"), ("X-Remote-Group", "b"),
+                           ("X-Remote-Extra-Team%2fName", "x"), ("x-remote-extra-team%2fname", "y")])
+    proxy = _cert("anyone", _key(), (ca, ca_key))  # no allowed names listed: any name
+    user = run(Guard(ApiServer(), requestheader=setting).authenticate(headers, headers.getall, der(proxy)))
+    assert user.groups == ("a", "b") and user.extra == (("team/name", ("x", "y")),)
