@@ -134,6 +134,11 @@ READ_ONLY = {
 }
 
 
+# The overlays where gangq runs the JobSet controller (components/embedded-jobset): the JobSet CRD
+# and the controller's rights on Jobs, Services and JobSet status.
+EMBEDDED_JOBSET = ("plain", "no-webhook")
+
+
 def rules_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for kind in ("ClusterRole", "Role") for d in find(docs, kind) for r in d["rules"]]
 
@@ -237,7 +242,7 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         ("", "services", "create"),
         ("jobset.x-k8s.io", "jobsets/status", "patch"),
     }
-    if name == "plain":
+    if name in EMBEDDED_JOBSET:
         assert jobset_controller <= granted
     else:
         assert not granted & {("batch", "jobs", "create"), ("batch", "jobs", "delete")}
@@ -278,7 +283,8 @@ def test_deployment_is_hardened_and_highly_available(overlay: tuple[str, list[di
     args = container["args"]
     assert args[:3] == ["run", "--config", "/etc/gangq/config.yaml"]
     if name == "external-jobset":
-        assert args[3:] == ["--jobset-controller", "external"]
+        at = args.index("--jobset-controller")
+        assert args[at:at + 2] == ["--jobset-controller", "external"]
     else:
         assert "--jobset-controller" not in args
     assert find(docs, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
@@ -320,7 +326,7 @@ def test_crds_are_installed_from_crds_folder(overlay: tuple[str, list[dict[str, 
     name, docs = overlay
     installed = {d["metadata"]["name"]: d for d in find(docs, "CustomResourceDefinition")}
     for crd in crd_documents():
-        wanted = crd["spec"]["group"] != "jobset.x-k8s.io" or name == "plain"
+        wanted = crd["spec"]["group"] != "jobset.x-k8s.io" or name in EMBEDDED_JOBSET
         assert (crd["metadata"]["name"] in installed) == wanted, (name, crd["metadata"]["name"])
         if wanted:
             assert installed[crd["metadata"]["name"]]["spec"] == crd["spec"], crd["metadata"]["name"]
