@@ -23,7 +23,14 @@ from gangq.core.errors import SpecError
 from gangq.gc_tuning import tune_gc
 from gangq.operator import visibility
 from gangq.operator.config import OperatorConfig, load_config
-from gangq.operator.install import QUICKSTART, apply_objects, install_crds, load_yaml
+from gangq.operator.install import (
+    QUICKSTART,
+    apply_objects,
+    install_crds,
+    load_yaml,
+    quickstart_webhook,
+    remove_webhook_configurations,
+)
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.operator import ControllerCrashed, run_operator
 
@@ -66,6 +73,7 @@ async def _main(
     jobset_controller: JobSetControllerMode,
     console: Console,
     real: ControlPlane | None = None,
+    webhook: bool = True,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -83,6 +91,10 @@ async def _main(
             client = KubeClient(Credentials.load(kubeconfig))
             try:
                 await apply_objects(client, load_yaml(QUICKSTART))
+                if webhook:
+                    config = await quickstart_webhook(client, config, _webhook_cert_dir(kubeconfig))
+                else:
+                    await remove_webhook_configurations(client)
             finally:
                 await client.close()
             # The controller runs as the install's ServiceAccount, with exactly its RBAC, which
@@ -105,6 +117,10 @@ async def _main(
             try:
                 await install_crds(client)
                 await apply_objects(client, load_yaml(QUICKSTART))
+                if webhook:
+                    config = await quickstart_webhook(client, config, _webhook_cert_dir(kubeconfig))
+                else:
+                    await remove_webhook_configurations(client)
             finally:
                 await client.close()
             console.print(f"[bold green]gangq sandbox[/] serving at {sandbox.url} (4 nodes × 8 nvidia.com/gpu)")
@@ -122,6 +138,12 @@ async def _main(
             await asyncio.to_thread(sandbox.stop)
 
 
+
+
+def _webhook_cert_dir(kubeconfig: Path) -> Path:
+    """Where the quick start keeps its webhook's serving certificate: beside its kubeconfig, one
+    per sandbox, made anew at every start."""
+    return kubeconfig.with_name(f"{kubeconfig.stem}-webhook")
 
 
 def _webhook_options(cfg: OperatorConfig, port: int | None, bind: str | None, cert_dir: Path | None,
@@ -154,6 +176,7 @@ def run(
     webhook_bind: str | None = typer.Option(None, "--webhook-bind", help="address to serve --webhook-port on (overrides webhook.bind; default 127.0.0.1, loopback only; the webhook component sets 0.0.0.0)"),  # noqa: E501
     webhook_cert_dir: Path | None = typer.Option(None, "--webhook-cert-dir", help="directory with tls.crt and tls.key (e.g. a mounted cert-manager Secret), reloaded when they change (default: gangq keeps a CA and certificate in the Secret webhook.secretName)"),  # noqa: B008, E501
     webhook_host: list[str] | None = typer.Option(None, "--webhook-host", help="extra DNS name or IP address of the generated webhook certificate (repeatable)"),  # noqa: B008, E501
+    webhook: bool = typer.Option(True, "--webhook/--no-webhook", help="with the sandbox: serve the admission webhook on loopback and register it with the sandbox's API server, so labelled workloads are created suspended (default, as in every cluster install); --no-webhook leaves it off"),  # noqa: E501
     visibility_port: int | None = typer.Option(None, "--visibility-port", min=0, max=65535, help="serve the pending-workloads API (HTTPS, every request authenticated and authorized through the API server) on this port, on every replica (overrides visibility.port of --config; default 0: off, 8443 with the sandbox; the install sets 8443 and registers it as the APIService v1alpha1.visibility.gangq.io)"),  # noqa: E501
     visibility_bind: str | None = typer.Option(None, "--visibility-bind", help="address to serve --visibility-port on (overrides visibility.bind; default 127.0.0.1, loopback only; the install sets 0.0.0.0)"),  # noqa: E501
     visibility_cert_dir: Path | None = typer.Option(None, "--visibility-cert-dir", help="directory with tls.crt and tls.key for --visibility-port, reloaded when they change (default: gangq keeps a CA and certificate in the Secret visibility.secretName and writes the CA into the APIService's caBundle)"),  # noqa: B008, E501
@@ -212,7 +235,7 @@ def run(
             real = runtime.start(port=sandbox_port, kubeconfig_out=sandbox_kubeconfig, nodes=None,
                                  announce=lambda line: console.print(line, highlight=False))
         asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, sandbox_kubeconfig, jobset_controller,
-                          console, real))
+                          console, real, webhook))
     except (OSError, ControlPlaneError, ControllerCrashed) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
