@@ -46,6 +46,14 @@ JOBSET_MODULE = "sigs.k8s.io/jobset"
 # The controller manager's main package is the module's root (``main.go``): the JobSet and pod
 # reconcilers and the webhooks, as the release image runs them.
 JOBSET_TOOLS: tuple[Binary, ...] = (Binary("jobset-manager", "jobset", JOBSET_MODULE),)
+# The operators of the other kinds gangq queues, each the main package its release image runs.
+OPERATOR_TOOLS: dict[str, tuple[Binary, ...]] = {
+    "kuberay": (Binary("ray-operator", "kuberay", "github.com/ray-project/kuberay/ray-operator"),),
+    "training-operator": (Binary("training-operator", "training-operator",
+                                 "github.com/kubeflow/training-operator/cmd/training-operator.v1"),),
+    "trainer": (Binary("trainer-controller-manager", "trainer",
+                       "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
+}
 
 
 def module_dir(name: str = "kueue") -> Path:
@@ -87,6 +95,12 @@ def build_jobset(progress: Callable[[str], None] | None = None) -> Path:
     return build_binaries(JOBSET_TOOLS, UPSTREAM_DIR, bin_dir("jobset"), progress)
 
 
+def build_operator(name: str, progress: Callable[[str], None] | None = None) -> Path:
+    """Build the upstream operator ``name`` (a key of :data:`OPERATOR_TOOLS`) if missing; return
+    its directory."""
+    return build_binaries(OPERATOR_TOOLS[name], UPSTREAM_DIR, bin_dir(name), progress)
+
+
 def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
     """The pinned module's source in the Go module cache (downloaded if needed): its CRDs and its
     performance configurations are read from there."""
@@ -105,19 +119,24 @@ def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gangq.controlplane.upstream [kueue|jobset]``: build that upstream's tools (Kueue's
-    by default) if missing, print where."""
+    """``python -m gangq.controlplane.upstream [kueue|jobset|kuberay|training-operator|trainer]``:
+    build that upstream's tools (Kueue's by default) if missing, print where."""
     import sys
 
     which = (sys.argv[1:] if argv is None else argv) or ["kueue"]
-    if which[0] == "jobset":
+    if which[0] in OPERATOR_TOOLS:
+        name = which[0]
+        run_cli(f"building the upstream {name}", lambda progress: build_operator(name, progress),
+                lambda target: f"{name} in {target}")
+    elif which[0] == "jobset":
         run_cli("building the upstream JobSet controller", build_jobset,
                 lambda target: f"JobSet {pinned_version('jobset', JOBSET_MODULE)} controller in {target}")
     elif which[0] == "kueue":
         run_cli("building Kueue's performance tools", build_kueue,
                 lambda target: f"Kueue {pinned_version()} tools in {target}")
     else:
-        raise SystemExit(f"usage: python -m gangq.controlplane.upstream [kueue|jobset], not {which[0]!r}")
+        names = "|".join(["kueue", "jobset", *OPERATOR_TOOLS])
+        raise SystemExit(f"usage: python -m gangq.controlplane.upstream [{names}], not {which[0]!r}")
 
 
 if __name__ == "__main__":
