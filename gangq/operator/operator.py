@@ -46,6 +46,7 @@ from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.latekinds import LateKinds, new_insights, new_vault
 from gangq.operator.leader import LeaseElector
+from gangq.operator.leaderpod import LeaderPod
 from gangq.operator.translate import WATCHED
 
 if TYPE_CHECKING:
@@ -222,7 +223,11 @@ async def run_operator(
     visibility: VisibilityServer | None = None
     http_runner: Any = None
     keeper: asyncio.Future[Any] | None = None
+    pod = LeaderPod.from_env(client)
+    labelled = False
     try:
+        if pod is not None:  # a container restarted in a crashed leader's pod leads no more
+            await pod.mark(False)
         if config.webhook.port:
             from gangq.operator.webhook import start_webhook
 
@@ -266,6 +271,8 @@ async def run_operator(
                 raise LeadershipLost("the leader Lease could not be renewed in time during recovery: stopped, "
                                      "for a restart to stand by or lead again")
             recovering.result()
+        if pod is not None:  # the pending-workloads API's Service now routes to this replica
+            labelled = await pod.mark(True)
         registry = build_registry(controller, credentials)
         if jobset_controller == "embedded":  # shares the controller's client: its rate limit and metrics
             embedded = jobset.register(registry, client=client, credentials=credentials)
@@ -356,6 +363,10 @@ async def run_operator(
         if http_runner is not None:
             with contextlib.suppress(Exception):
                 await http_runner.cleanup()
+        if pod is not None and labelled and release_lease():
+            with contextlib.suppress(TimeoutError):
+                left = SHUTDOWN_SECONDS if deadline is None else deadline - loop.time()
+                await asyncio.wait_for(pod.mark(False), timeout=max(0.1, left / 2))
         if elector is not None and release_lease():
             log.debug("releasing the lease")
             left = SHUTDOWN_SECONDS if deadline is None else deadline - loop.time()

@@ -18,6 +18,8 @@ certificate kept in the Secret and its CA written into the APIService's caBundle
   ClusterIP Service cannot route here; an ExternalName Service (``localhost``), which the
   aggregator resolves to a host name, reaches the controller on loopback: the same APIService, the
   same certificate checks (caBundle, ``gangq-visibility.gangq-system.svc``) and front-proxy hop;
+- the leading controller labels its own pod (named by the Downward API's variables)
+  ``gangq.io/leader=true``, which the API's Service selects;
 - the controller is never refused, and uses every right the visibility manifests grant it.
 """
 
@@ -27,6 +29,7 @@ import base64
 import contextlib
 import datetime
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -48,6 +51,7 @@ from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.operator.config import parse_config
 from gangq.operator.kube import Credentials
+from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from gangq.operator.operator import OperatorThread
 from tests.controlplane.install import install
 from tests.controlplane.kube import get, kubectl, namespace, wait_for
@@ -59,6 +63,13 @@ SECRET = f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/secrets/gangq-visibility-ce
 API_SERVICE = "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.visibility.gangq.io"
 GPU = "nvidia.com/gpu"
 TEAM_A, TEAM_B = "vis-team-a", "vis-team-b"
+CONTROLLER_POD: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "gangq-controller-vis", "namespace": CONTROLLER_NAMESPACE,
+                 "labels": {"app.kubernetes.io/name": "gangq", "app.kubernetes.io/component": "controller"},
+                 "annotations": {"sandbox.gangq.io/run-seconds": "inf"}},
+    "spec": {"containers": [{"name": "controller", "image": "ghcr.io/gangq/gangq:0.1.0"}]},
+}
 
 
 def free_port() -> int:
@@ -185,6 +196,12 @@ def visibility(control_plane: ControlPlane) -> Iterator[tuple[Visibility, Operat
     for ns in (TEAM_A, TEAM_B):
         namespace(cp, ns)
     kubectl(cp, "apply", "--server-side", "-f", "-", input=[*queues(), waiting_jobset(TEAM_A)])
+    # The controller's own pod, as the Deployment names it to the controller (Downward API): the
+    # leader labels it, so the API's Service routes to it alone.
+    kubectl(cp, "apply", "--server-side", "-f", "-", input=[CONTROLLER_POD])
+    environ = {POD_NAME_ENV: CONTROLLER_POD["metadata"]["name"], POD_NAMESPACE_ENV: CONTROLLER_NAMESPACE}
+    saved = {k: os.environ.get(k) for k in environ}
+    os.environ.update(environ)
     port = free_port()
     config = parse_config({
         "metricsPort": None, "podsReady": {"enable": False}, "leaderElection": {"enable": False},
@@ -214,7 +231,13 @@ def visibility(control_plane: ControlPlane) -> Iterator[tuple[Visibility, Operat
             wait_for(lambda: get(cp, "/apis/gangq.io/v1alpha1/clusterqueues/vis-cq") is None, 30,
                      "the ClusterQueue gone")
         op.stop()
-        kubectl(cp, "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=installed, check=False)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        kubectl(cp, "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=[*installed, CONTROLLER_POD],
+                check=False)
 
 
 def test_only_what_the_token_is_granted_is_answered_and_bad_tokens_are_401(
@@ -335,7 +358,7 @@ def test_the_controller_uses_every_visibility_right_and_is_never_refused(
     for event in cp.audit_events():
         ref = event.get("objectRef") or {}
         if event.get("user", {}).get("username") != user or ref.get("resource") not in (
-                "secrets", "apiservices", "tokenreviews", "subjectaccessreviews", "configmaps"):
+                "secrets", "apiservices", "tokenreviews", "subjectaccessreviews", "configmaps", "pods"):
             continue
         assert event.get("responseStatus", {}).get("code") != 403, event
         used.add((ref.get("apiGroup", ""), ref["resource"], event["verb"]))
@@ -345,3 +368,11 @@ def test_the_controller_uses_every_visibility_right_and_is_never_refused(
                 ("authorization.k8s.io", "subjectaccessreviews", "create")}
     assert granted <= used, granted - used
     assert ("", "configmaps", "get") in used  # kube-system/extension-apiserver-authentication
+
+
+def test_the_leader_labels_its_own_pod_for_the_service(control_plane: ControlPlane,
+                                                        visibility: tuple[Visibility, OperatorThread]) -> None:
+    """The API's Service selects gangq.io/leader=true: the leading controller (here the only one,
+    without leader election) has put it on the pod the Downward API names."""
+    pod = get(control_plane, f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods/{CONTROLLER_POD['metadata']['name']}")
+    assert (pod["metadata"].get("labels") or {}).get(LEADER_LABEL) == "true", pod["metadata"]

@@ -208,8 +208,14 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
             assert rule["resources"] == ["secrets"], rule
             assert rule["resourceNames"] in (["gangq-webhook-cert"], ["gangq-visibility-cert"]), rule
             assert set(rule["verbs"]) <= {"get", "update", "patch"}, rule
+        leader_pod = [r for d in find(docs, "Role", "gangq-leader-pod") for r in d["rules"]]
         for resource in rule["resources"]:
-            if resource in READ_ONLY:
+            if resource == "pods" and rule in leader_pod:
+                # the leader's label on its own pod (gangq/operator/leaderpod.py), in gangq's
+                # namespace only, and nothing but patch
+                assert rule == {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}, rule
+                assert all(d["metadata"]["namespace"] == "gangq-system" for d in find(docs, "Role", "gangq-leader-pod"))
+            elif resource in READ_ONLY:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, (resource, rule["verbs"])
             if resource == "clusterqueues":  # read, and patched for the resource-in-use finalizer only
                 assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}, (resource, rule["verbs"])

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from gangq.operator.config import parse_config
+from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from tests.deploy.conftest import find
 
 IANA_SVC_NAME = re.compile(r"^(?=.{1,15}$)[a-z0-9]+(-[a-z0-9]+)*$")
@@ -31,8 +32,13 @@ def test_the_api_service_reaches_the_controllers_visibility_port(overlay: tuple[
     assert svc["metadata"]["namespace"] == spec["service"]["namespace"] == "gangq-system"
     (port,) = [p for p in svc["spec"]["ports"] if p["port"] == spec["service"]["port"]]
     (deploy,) = find(docs, "Deployment")
-    assert svc["spec"]["selector"].items() <= deploy["spec"]["template"]["metadata"]["labels"].items()
+    # the controller's pods, the leader's alone: only it can answer (gangq/operator/leaderpod.py)
+    selector = dict(svc["spec"]["selector"])
+    assert selector.pop(LEADER_LABEL) == "true"
+    assert selector.items() <= deploy["spec"]["template"]["metadata"]["labels"].items()
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert (env[POD_NAME_ENV], env[POD_NAMESPACE_ENV]) == ("metadata.name", "metadata.namespace")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     config = parse_config(yaml.safe_load(find(docs, "ConfigMap", "gangq-config")[0]["data"]["config.yaml"]), "config")
     assert ports[port["targetPort"]] == config.visibility.port == 8443
