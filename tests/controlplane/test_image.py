@@ -156,8 +156,8 @@ def _in_cluster(workdir: Path, cp: ControlPlane) -> tuple[tuple[str, ...], dict[
     host, port = cp.url.removeprefix("https://").rsplit(":", 1)
     mounts = (f"type=bind,source={sa},destination={SERVICE_ACCOUNT_DIR},ro",
               f"type=bind,source={etc},destination=/etc/gangq,ro")
-    env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
-           "POD_NAME": "gangq-controller-image", "POD_NAMESPACE": CONTROLLER_NAMESPACE}
+    # No POD_NAME: no Pod object stands for this container, so there is none to label as leader's.
+    env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
     return mounts, env
 
 
