@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,8 @@ import yaml
 from gangq.controlplane.launcher import ControlPlane, Process
 from tests.conftest import start_control_plane
 from tests.controlplane.kube import kubectl, wait_for
+from tests.controlplane.test_image import BUILD
+from tests.deploy.conftest import ROOT
 from tests.deploy.test_chart import CERT_MANAGER, CHART, MONITORING, NAMESPACE, helm_env, run_helm, set_args
 
 RELEASE = "gangq"
@@ -267,3 +271,76 @@ def test_a_wrong_value_fails_the_install_naming_its_path(helm_control_plane: Con
     assert "schema" in out and f"'{path}'" in out, out
     assert "wrong" not in helm(cp, helm_home, "list", "-A", "-q").split()
     assert not _get(cp, "deployments", "-A", "-l", "app.kubernetes.io/instance=wrong")["items"]
+
+
+def _readme_blocks() -> dict[str, list[str]]:
+    """The command lines of the README's "Install on your cluster", by the bold lead of the
+    paragraph each code block follows (With Helm, With kustomize, The image)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Install on your cluster", 1)[1].split("\n## ", 1)[0]
+    blocks: dict[str, list[str]] = {}
+    for lead, code in re.findall(r"\*\*([^*]+)\*\*.*?```bash\n(.*?)```", section, re.S):
+        blocks[lead] = [line for line in code.splitlines() if line.strip() and not line.startswith("#")]
+    return blocks
+
+
+def _shell(cp: ControlPlane, home: Path, line: str) -> str:
+    """A README line in a shell, as a user runs it from the checkout: the pinned helm and kubectl
+    first on the PATH, the control plane's admin kubeconfig."""
+    env = {**helm_env(home), "KUBECONFIG": str(cp.kubeconfig("admin")),
+           "PATH": f"{cp.bin}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+    return done.stdout
+
+
+def test_the_readme_install_commands_install_gangq(helm_control_plane: ControlPlane, helm_home: Path) -> None:
+    """README's "Install on your cluster", line by line: the Helm install, then (after the release
+    is gone) the kustomize install, each leaving the controller's Deployment, the webhook
+    configurations (failurePolicy Fail) and the APIService; the image's line is the script
+    tests/controlplane/test_image.py builds the image with. kwok runs no process: the one addition
+    to the Helm line keeps its pods running (kwok ends pods after their run time), so that
+    ``--wait`` sees the Deployment available."""
+    cp = helm_control_plane
+    blocks = _readme_blocks()
+    assert list(blocks) == ["With Helm", "With kustomize", "The image"], list(blocks)
+    (helm_line,) = blocks["With Helm"]
+    assert helm_line.startswith("helm install gangq deploy/helm/gangq ") and "--wait" in helm_line
+    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true")
+    _shell(cp, helm_home, helm_line + " --set-string 'podAnnotations.sandbox\\.gangq\\.io/run-seconds=inf'")
+
+    def installed() -> None:
+        assert _get(cp, "deployment", "gangq-controller", "-n", NAMESPACE)["spec"]["replicas"] == 2
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            assert {h["failurePolicy"] for h in _get(cp, kind, "gangq-webhook")["webhooks"]} == {"Fail"}
+        assert _get(cp, "apiservice", "v1alpha1.visibility.gangq.io")["spec"]["service"]["name"] == "gangq-visibility"
+
+    installed()
+    helm(cp, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true")
+    wait_for(lambda: not _leftovers(cp), 60, "nothing left of the release")
+
+    (kustomize_line,) = blocks["With kustomize"]
+    assert kustomize_line == "kubectl apply --server-side -k deploy/overlays/plain"
+    # The kustomize install includes the Prometheus Operator's kinds (README says so).
+    kubectl(cp, "apply", "--server-side", "-f", "-", input=[_stand_in(*s) for s in STAND_INS[:2]])
+    kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    try:
+        # the CRDs and the objects of their kinds in one apply: the API server may serve the new
+        # kinds a moment after it takes the CRDs, so a second apply picks up what the first missed
+        first = subprocess.run(["bash", "-c", kustomize_line], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "KUBECONFIG": str(cp.kubeconfig("admin")),
+                                    "PATH": f"{cp.bin}{os.pathsep}{os.environ['PATH']}"})
+        if first.returncode != 0:
+            assert "ensure CRDs are installed first" in first.stderr, first.stderr[-2000:]
+            kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+            _shell(cp, helm_home, kustomize_line)
+        installed()
+    finally:
+        kubectl(cp, "delete", "-k", str(ROOT / "deploy" / "overlays" / "plain"), "--ignore-not-found", "--wait=false",
+                check=False)
+        kubectl(cp, "delete", "crd", *(f"{plural}.{group}" for group, _, plural in STAND_INS[:2]),
+                "--ignore-not-found", check=False)
+
+    (image_line,) = blocks["The image"]
+    assert image_line == f"bash {BUILD.relative_to(ROOT)}"  # what the image's test builds it with
