@@ -927,6 +927,23 @@ class Chaos:
         return result
 
 
+def set_up(plane: Plane, docs: list[dict[str, Any]]) -> None:
+    """gangq's CRDs (and RBAC, on the real plane) and the queue objects ``docs`` in ``plane``."""
+    from gangq.operator.install import apply_objects
+    from gangq.operator.kube import Credentials, KubeClient
+
+    plane.install()
+
+    async def apply() -> None:
+        client = KubeClient(Credentials.load(plane.admin_kubeconfig))
+        try:
+            await apply_objects(client, docs)
+        finally:
+            await client.close()
+
+    asyncio.run(apply())
+
+
 def _count(kinds: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for kind in kinds:
@@ -946,18 +963,7 @@ def main() -> None:
     plane: Plane = EmulatedPlane(tmp) if args.control_plane == "emulated" else RealPlane(tmp)
     chaos: Chaos | None = None
     try:
-        plane.install()
-        from gangq.operator.install import apply_objects
-        from gangq.operator.kube import Credentials, KubeClient
-
-        async def setup() -> None:
-            client = KubeClient(Credentials.load(plane.admin_kubeconfig))
-            try:
-                await apply_objects(client, queue_objects())
-            finally:
-                await client.close()
-
-        asyncio.run(setup())
+        set_up(plane, queue_objects())
         chaos = Chaos(plane, tmp, args)
         result = asyncio.run(chaos.run())
     finally:

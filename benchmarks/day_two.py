@@ -55,6 +55,7 @@ from benchmarks.chaos import (  # noqa: E402
     _count,
     plan,
     queue_objects,
+    set_up,
 )
 from gangq.controlplane.faultproxy import FaultProxy  # noqa: E402
 
@@ -245,18 +246,7 @@ def main() -> None:
     plane: Plane = EmulatedPlane(tmp) if args.control_plane == "emulated" else RealPlane(tmp)
     run: DayTwo | None = None
     try:
-        plane.install()
-        from gangq.operator.install import apply_objects
-        from gangq.operator.kube import Credentials, KubeClient
-
-        async def setup() -> None:
-            client = KubeClient(Credentials.load(plane.admin_kubeconfig))
-            try:
-                await apply_objects(client, no_preemption(queue_objects()))
-            finally:
-                await client.close()
-
-        asyncio.run(setup())
+        set_up(plane, no_preemption(queue_objects()))
         run = DayTwo(plane, tmp, args.seed)
         result = asyncio.run(run.run())
     finally:

@@ -449,11 +449,17 @@ class Engine:
         until its pods are gone (:meth:`eviction_done`), as it would have without the restart: a
         restart between the suspend and the end of the pods otherwise gave its quota to the next
         gang while its pods still ran. Returns what :meth:`restore` returns."""
+        return self._restore_as_stopping(spec, cluster_queue, flavors, now, "stopping: evicted before a restart")
+
+    def _restore_as_stopping(
+        self, spec: WorkloadSpec, cluster_queue: str, flavors: list[dict[str, str]], now: float, message: str
+    ) -> tuple[Admission | None, str]:
+        """:meth:`restore`, then hold the gang as one being evicted until :meth:`eviction_done`."""
         admission, why = self.restore(spec, cluster_queue, flavors, now)
         wl = self.s.workloads.get(spec.key)
         if admission is not None and wl is not None and wl.state == "Admitted":
             wl.state = "Evicting"
-            wl.message = "stopping: evicted before a restart"
+            wl.message = message
             self.s.version += 1
         return admission, why
 
@@ -485,13 +491,7 @@ class Engine:
         flavors: list[dict[str, str]] = [{} for _ in spec.pod_sets]
         for choice in options.combos[0]:
             flavors[choice.index] = dict(choice.flavors)
-        admission, why = self.restore(spec, cq.name, flavors, now)
-        wl = self.s.workloads.get(spec.key)
-        if admission is not None and wl is not None and wl.state == "Admitted":
-            wl.state = "Evicting"
-            wl.message = "stopping: started before its admission"
-            self.s.version += 1
-        return admission, why
+        return self._restore_as_stopping(spec, cq.name, flavors, now, "stopping: started before its admission")
 
     def reactivate(self, key: str, now: float) -> None:
         """Put a deactivated workload back in its queue (an admin's explicit decision); its count

@@ -13,7 +13,7 @@ import os
 import signal
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console
@@ -146,9 +146,11 @@ def _webhook_cert_dir(kubeconfig: Path) -> Path:
     return kubeconfig.with_name(f"{kubeconfig.stem}-webhook")
 
 
-def _webhook_options(cfg: OperatorConfig, port: int | None, bind: str | None, cert_dir: Path | None,
-                     hosts: list[str] | None) -> OperatorConfig:
-    """The ``--webhook-*`` options over the ``webhook`` section of the configuration file."""
+def _server_options(cfg: OperatorConfig, section: Literal["webhook", "visibility"], port: int | None,
+                    bind: str | None, cert_dir: Path | None, hosts: list[str] | None) -> OperatorConfig:
+    """The ``--webhook-*`` or ``--visibility-*`` options over that ``section`` of the configuration
+    file (both are HTTPS servers with the same four settings)."""
+    current = getattr(cfg, section)
     update: dict[str, object] = {}
     if port is not None:
         update["port"] = port
@@ -157,10 +159,10 @@ def _webhook_options(cfg: OperatorConfig, port: int | None, bind: str | None, ce
     if cert_dir is not None:
         update["cert_dir"] = str(cert_dir)
     if hosts:
-        update["hosts"] = [*cfg.webhook.hosts, *hosts]
+        update["hosts"] = [*current.hosts, *hosts]
     if not update:
         return cfg
-    return cfg.model_copy(update={"webhook": cfg.webhook.model_copy(update=update)})
+    return cfg.model_copy(update={section: current.model_copy(update=update)})
 
 
 def run(
@@ -202,8 +204,8 @@ def run(
         cfg = cfg.model_copy(update={"metrics_port": metrics_port})
     if metrics_bind is not None:
         cfg = cfg.model_copy(update={"metrics_bind": metrics_bind})
-    cfg = _webhook_options(cfg, webhook_port, webhook_bind, webhook_cert_dir, webhook_host)
-    cfg = visibility.apply_options(cfg, visibility_port, visibility_bind, visibility_cert_dir, visibility_host)
+    cfg = _server_options(cfg, "webhook", webhook_port, webhook_bind, webhook_cert_dir, webhook_host)
+    cfg = _server_options(cfg, "visibility", visibility_port, visibility_bind, visibility_cert_dir, visibility_host)
     use_sandbox = sandbox or not _cluster_configured(kubeconfig)
     if not sandbox and kubeconfig is None and (missing := _missing_kubeconfig()) is not None:
         console.print(f"[red]error:[/red] $KUBECONFIG={missing}: no such file (to run the embedded sandbox "

@@ -249,23 +249,6 @@ def quickstart_cert_dir(kubeconfig: Path) -> Path:
     return kubeconfig.with_name(f"{kubeconfig.stem}-visibility")
 
 
-def apply_options(cfg: OperatorConfig, port: int | None, bind: str | None, cert_dir: Path | None,
-                  hosts: list[str] | None) -> OperatorConfig:
-    """The ``--visibility-*`` options of ``gangq run`` over the ``visibility`` section of the file."""
-    update: dict[str, object] = {}
-    if port is not None:
-        update["port"] = port
-    if bind is not None:
-        update["bind"] = bind
-    if cert_dir is not None:
-        update["cert_dir"] = str(cert_dir)
-    if hosts:
-        update["hosts"] = [*cfg.visibility.hosts, *hosts]
-    if not update:
-        return cfg
-    return cfg.model_copy(update={"visibility": cfg.visibility.model_copy(update=update)})
-
-
 def quickstart(cfg: OperatorConfig, kubeconfig: Path) -> OperatorConfig:
     """The quick start's visibility API: on :data:`QUICKSTART_PORT` unless a port was set, on
     loopback, with a certificate for 127.0.0.1 and localhost made anew in
@@ -289,5 +272,5 @@ def quickstart(cfg: OperatorConfig, kubeconfig: Path) -> OperatorConfig:
     return cfg.model_copy(update={"visibility": vis.model_copy(update=update)}) if update else cfg
 
 
-__all__ = ["QUICKSTART_PORT", "VisibilityCertificates", "VisibilityServer", "apply_options", "certificates",
+__all__ = ["QUICKSTART_PORT", "VisibilityCertificates", "VisibilityServer", "certificates",
            "quickstart", "quickstart_cert_dir", "start_visibility"]

@@ -18,7 +18,7 @@ import pytest
 from cryptography import x509
 
 from gangq.operator import certs
-from gangq.operator.cli import _webhook_options
+from gangq.operator.cli import _server_options
 from gangq.operator.config import parse_config
 from gangq.operator.kube import ApiError
 from gangq.operator.webhook import (
@@ -527,8 +527,12 @@ def test_a_port_in_use_fails_the_start_at_once(tmp_path: Path) -> None:
 def test_the_cli_options_override_the_webhook_section() -> None:
     cfg = parse_config({"webhook": {"hosts": ["a.example"]}})
     assert cfg.webhook.port == 0 and cfg.webhook.bind == "127.0.0.1"  # off, loopback
-    assert _webhook_options(cfg, None, None, None, None) is cfg
-    out = _webhook_options(cfg, 9443, "0.0.0.0", Path("/certs"), ["127.0.0.1"])
+    assert _server_options(cfg, "webhook", None, None, None, None) is cfg
+    out = _server_options(cfg, "webhook", 9443, "0.0.0.0", Path("/certs"), ["127.0.0.1"])
     assert (out.webhook.port, out.webhook.bind, out.webhook.cert_dir) == (9443, "0.0.0.0", "/certs")
     assert out.webhook.hosts == ["a.example", "127.0.0.1"]
     assert (out.webhook.secret_name, out.webhook.configuration_name) == ("gangq-webhook-cert", "gangq-webhook")
+    assert out.visibility == cfg.visibility
+    vis = _server_options(cfg, "visibility", 8443, "0.0.0.0", None, ["gangq.example"])
+    assert (vis.visibility.port, vis.visibility.bind, vis.visibility.hosts) == (8443, "0.0.0.0", ["gangq.example"])
+    assert vis.webhook == cfg.webhook
