@@ -378,3 +378,12 @@ def test_dockerfile_builds_with_everything_setup_py_uses() -> None:
     setup = (ROOT / "setup.py").read_text()
     for name in ("crds", "policies"):
         assert name.split("/")[0] in copied and f'"{name}"' in setup, name
+
+
+def test_every_object_of_the_install_is_labelled_part_of_gangq(overlay: tuple[str, list[dict[str, Any]]]) -> None:
+    """What the docs tell an admin to remove by ``-l app.kubernetes.io/part-of=gangq`` (the CRDs, an
+    install's leftovers) is every object of it, whatever the overlay."""
+    _, docs = overlay
+    unlabelled = [f"{d['kind']}/{d['metadata']['name']}" for d in docs
+                  if (d["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "gangq"]
+    assert not unlabelled, unlabelled
