@@ -284,6 +284,15 @@ def _readme_blocks() -> dict[str, list[str]]:
     return blocks
 
 
+def _delete_gangq_crds(cp: ControlPlane) -> None:
+    """The CRDs uninstall keeps, deleted as deploy/README.md says. A CRD is gone only once the API
+    server has removed its objects (its cleanup finalizer), which a busy machine takes its time
+    over: waited for here, not inside one kubectl call."""
+    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=false")
+    wait_for(lambda: not _get(cp, "crd", "-l", "app.kubernetes.io/part-of=gangq")["items"], 240,
+             "gangq's CRDs to be gone")
+
+
 def _shell(cp: ControlPlane, home: Path, line: str) -> str:
     """A README line in a shell, as a user runs it from the checkout: the pinned helm and kubectl
     first on the PATH, the control plane's admin kubeconfig."""
@@ -306,7 +315,7 @@ def test_the_readme_install_commands_install_gangq(helm_control_plane: ControlPl
     assert list(blocks) == ["With Helm", "With kustomize", "The image"], list(blocks)
     (helm_line,) = blocks["With Helm"]
     assert helm_line.startswith("helm install gangq deploy/helm/gangq ") and "--wait" in helm_line
-    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true")
+    _delete_gangq_crds(cp)
     _shell(cp, helm_home, helm_line + " --set-string 'podAnnotations.sandbox\\.gangq\\.io/run-seconds=inf'")
 
     def installed() -> None:
@@ -317,7 +326,7 @@ def test_the_readme_install_commands_install_gangq(helm_control_plane: ControlPl
 
     installed()
     helm(cp, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
-    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true")
+    _delete_gangq_crds(cp)
     wait_for(lambda: not _leftovers(cp), 60, "nothing left of the release")
 
     (kustomize_line,) = blocks["With kustomize"]
