@@ -208,6 +208,20 @@ def plan(current: Bundle | None, names: Sequence[str], now: datetime.datetime) -
     return None
 
 
+def write_new_dir(directory: Path, names: Sequence[str], now: datetime.datetime) -> Bundle:
+    """A new CA and a serving certificate for ``names`` written into ``directory`` as a
+    certificate directory (``tls.crt``, ``tls.key`` readable by its owner alone, and ``ca.crt``
+    for the clients to trust), for a server on this machine (the quick start's). Returns them."""
+    bundle = Bundle(ca := new_ca(now), issue(ca, names, now), (ca.cert,))
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory / _TLS_KEY
+    key.touch(mode=0o600)
+    key.write_bytes(bundle.serving.key_pem)
+    (directory / _TLS_CERT).write_bytes(bundle.serving.cert_pem)
+    (directory / _CA_CERT).write_bytes(bundle.ca_bundle)
+    return bundle
+
+
 class ServingContext:
     """The webhook server's TLS context; :meth:`load` puts a certificate in it (in place)."""
 

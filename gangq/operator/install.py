@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 CRD_DIR = crd_dir()
 QUICKSTART = policy_file("quickstart.yaml")
+WEBHOOK_CONFIGURATIONS = data_dir("deploy") / "components" / "webhook" / "configurations.yaml"
 
 _PLURALS = {
     "ResourceFlavor": ("gangq.io", "v1alpha1", "resourceflavors", False),
@@ -117,7 +118,7 @@ def webhook_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
     ``url`` (e.g. ``https://127.0.0.1:9443``) instead of the in-cluster Service, with ``ca_bundle``:
     the same entries, scopes and failure policies as a cluster install, for an API server that
     reaches gangq on loopback (the quick start)."""
-    docs = load_yaml(data_dir("deploy") / "components" / "webhook" / "configurations.yaml")
+    docs = load_yaml(WEBHOOK_CONFIGURATIONS)
     out = []
     for doc in docs:
         doc = copy.deepcopy(doc)
@@ -145,13 +146,7 @@ async def quickstart_webhook(client: KubeClient, config: OperatorConfig, cert_di
     queue's quota, as on a cluster installed from ``deploy/``."""
     bind = "127.0.0.1"
     port = config.webhook.port or _free_port(bind)
-    bundle = certs.plan(None, [bind], datetime.datetime.now(datetime.UTC))
-    assert bundle is not None  # a first plan always issues
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    (cert_dir / "tls.crt").write_bytes(bundle.serving.cert_pem)
-    key = cert_dir / "tls.key"
-    key.touch(mode=0o600)
-    key.write_bytes(bundle.serving.key_pem)
+    bundle = certs.write_new_dir(cert_dir, [bind], datetime.datetime.now(datetime.UTC))
     await apply_objects(client, webhook_configurations(f"https://{bind}:{port}", bundle.ca_bundle))
     webhook = config.webhook.model_copy(update={"port": port, "bind": bind, "cert_dir": str(cert_dir)})
     log.info("admission webhook on https://%s:%d, registered with the API server", bind, port)
@@ -162,7 +157,7 @@ async def remove_webhook_configurations(client: KubeClient) -> None:
     """Delete the install's webhook configurations if present: a quick start run without the
     webhook must not leave an earlier run's registration calling a webhook that is gone (with
     failurePolicy Fail, every labelled create would fail)."""
-    for doc in load_yaml(data_dir("deploy") / "components" / "webhook" / "configurations.yaml"):
+    for doc in load_yaml(WEBHOOK_CONFIGURATIONS):
         group, version, plural, _ = _PLURALS[doc["kind"]]
         try:
             await client.request("DELETE", f"{resource_path(group, version, plural)}/{doc['metadata']['name']}")

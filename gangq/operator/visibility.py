@@ -42,7 +42,7 @@ from gangq.operator.certs import (
     DirCertificates,
     SecretCertificates,
     ServingContext,
-    plan,
+    write_new_dir,
 )
 from gangq.operator.config import OperatorConfig, VisibilityConfig, WebhookConfig
 from gangq.operator.kube import ApiError, KubeClient, resource_path
@@ -259,15 +259,7 @@ def quickstart(cfg: OperatorConfig, kubeconfig: Path) -> OperatorConfig:
         update["port"] = QUICKSTART_PORT
     if not vis.cert_dir:
         directory = quickstart_cert_dir(kubeconfig)
-        directory.mkdir(parents=True, exist_ok=True)
-        names = ["127.0.0.1", "localhost", *vis.hosts]
-        bundle = plan(None, names, datetime.datetime.now(datetime.UTC))
-        assert bundle is not None
-        key = directory / "tls.key"
-        key.touch(mode=0o600)
-        key.write_bytes(bundle.serving.key_pem)
-        (directory / "tls.crt").write_bytes(bundle.serving.cert_pem)
-        (directory / "ca.crt").write_bytes(bundle.ca_bundle)
+        write_new_dir(directory, ["127.0.0.1", "localhost", *vis.hosts], datetime.datetime.now(datetime.UTC))
         update["cert_dir"] = str(directory)
     return cfg.model_copy(update={"visibility": vis.model_copy(update=update)}) if update else cfg
 

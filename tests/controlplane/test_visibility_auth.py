@@ -30,7 +30,6 @@ import contextlib
 import datetime
 import json
 import os
-import socket
 import ssl
 import subprocess
 import time
@@ -53,6 +52,7 @@ from gangq.operator.config import parse_config
 from gangq.operator.kube import Credentials
 from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from gangq.operator.operator import OperatorThread
+from gangq.sandbox.runtime import free_port
 from tests.controlplane.install import install
 from tests.controlplane.kube import get, kubectl, namespace, wait_for
 
@@ -70,13 +70,6 @@ CONTROLLER_POD: dict[str, Any] = {
                  "annotations": {"sandbox.gangq.io/run-seconds": "inf"}},
     "spec": {"containers": [{"name": "controller", "image": "ghcr.io/gangq/gangq:0.1.0"}]},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def docs(name: str) -> list[dict[str, Any]]:

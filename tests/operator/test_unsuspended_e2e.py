@@ -48,6 +48,7 @@ from tests.operator.helpers import (
     wait_for,
 )
 from tests.operator.test_webhook_e2e import api, wait_until_called
+from tests.operator.test_webhook_e2e import job as webhook_job
 
 GPU = "nvidia.com/gpu"
 QUOTA_GPUS = 16
@@ -56,20 +57,7 @@ RUN_SECONDS = 4.0
 
 
 def job(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-        "spec": {
-            "parallelism": 2, "completions": 2, "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {"sandbox.gangq.io/run-seconds": str(RUN_SECONDS)}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
-                    "name": "train", "image": "trainer",
-                    "resources": {"requests": {"cpu": "1", GPU: str(GPUS_PER_POD)},
-                                  "limits": {GPU: str(GPUS_PER_POD)}}}]},
-            },
-        },
-    }
+    return webhook_job(name, {"kueue.x-k8s.io/queue-name": "q"}, pods=2, gpus=GPUS_PER_POD, run_seconds=RUN_SECONDS)
 
 
 def gang_jobset(name: str) -> dict[str, Any]:
