@@ -1,5 +1,6 @@
 """Copy into the Helm chart (deploy/helm/gangq/files) the install's files it ships as they are,
-and write the schema of its ``config`` value from the controller's configuration model.
+write the schema of its ``config`` value from the controller's configuration model, and write the
+admission webhook's rules from the registered kinds.
 
 A chart is self-contained (``helm package`` takes nothing outside its directory), so it carries
 copies of the CRDs (``crds/``), the Grafana dashboard (``deploy/grafana``) and the alerts
@@ -8,6 +9,11 @@ copies of the CRDs (``crds/``), the Grafana dashboard (``deploy/grafana``) and t
 ``gangq.operator.config.OperatorConfig``, so that a misspelt or mistyped configuration key fails
 ``helm install`` naming its path instead of the controller's start. Run this after changing the
 model too.
+
+The webhook's rules — which kinds the API server sends to gangq's webhook — are the kinds of
+``gangq.integrations.registry``: every region between ``# generated rules (<operations>)`` and
+``# end of generated rules`` in the kustomize components, and the chart's ``gangq.webhookRules``
+template, are written from it. Run this after registering a kind.
 
     python hack/gen-chart.py          # write the copies
     python hack/gen-chart.py --check  # exit 1, naming them, when a copy differs from its source
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,54 @@ ROOT = Path(__file__).resolve().parents[1]
 # The configuration model's definitions in values.schema.json: "operatorConfig" and one
 # "operator<Model>" per nested model.
 PREFIX = "operator"
+
+
+RULE_FILES = ("deploy/components/webhook/configurations.yaml",
+              "deploy/components/webhook-unlabelled/kustomization.yaml")
+"""The kustomize files with generated webhook rules."""
+HELPERS = "deploy/helm/gangq/templates/_helpers.tpl"
+_REGION = re.compile(r"^( *)# generated rules \(([A-Z,]+)\)[^\n]*\n(?:.*\n)*?\1# end of generated rules$", re.MULTILINE)
+_TEMPLATE = re.compile(r'(\{\{- define "gangq.webhookRules" -\}\}\n)(?:.*\n)*?(\{\{- end \}\})')
+
+
+def _rules(operations: list[str], root: Path) -> list[dict[str, Any]]:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from gangq.integrations.registry import webhook_rules
+
+    return webhook_rules(operations)
+
+
+def _yaml(value: Any, indent: str) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
+    return "".join(indent + line + "\n" for line in text.splitlines())
+
+
+def with_rules(text: str, root: Path = ROOT) -> str:
+    """A kustomize file with every generated region written from the registry."""
+    def region(m: re.Match[str]) -> str:
+        indent, ops = m.group(1), m.group(2).split(",")
+        head = m.group(0).splitlines()[0]
+        return f"{head}\n{_yaml(_rules(ops, root), indent)}{indent}# end of generated rules"
+
+    return _REGION.sub(region, text)
+
+
+def with_template_rules(text: str, root: Path = ROOT) -> str:
+    """The chart's helpers with ``gangq.webhookRules`` written from the registry (its operations
+    are the template's ``.operations``)."""
+    body = _yaml(_rules(["OPERATIONS"], root), "").replace(
+        "  operations:\n  - OPERATIONS\n", "  operations: {{ toYaml .operations | nindent 2 }}\n")
+    return _TEMPLATE.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+def generated(root: Path = ROOT) -> dict[Path, str]:
+    """Each file with generated webhook rules and its text as the registry makes it."""
+    out = {root / name: with_rules((root / name).read_text(), root) for name in RULE_FILES}
+    out[root / HELPERS] = with_template_rules((root / HELPERS).read_text(), root)
+    return out
 
 
 def copies(root: Path = ROOT) -> dict[Path, Path]:
@@ -79,6 +134,7 @@ def stale(root: Path = ROOT) -> list[str]:
     schema = root / "deploy" / "helm" / "gangq" / "values.schema.json"
     if schema.read_text() != values_schema(root):
         problems.append(str(schema.relative_to(root)))
+    problems += [str(path.relative_to(root)) for path, text in generated(root).items() if path.read_text() != text]
     return problems
 
 
@@ -93,6 +149,8 @@ def write(root: Path = ROOT) -> None:
         copy.write_bytes(source.read_bytes())
     schema = root / "deploy" / "helm" / "gangq" / "values.schema.json"
     schema.write_text(values_schema(root))
+    for path, text in generated(root).items():
+        path.write_text(text)
 
 
 def main() -> None:

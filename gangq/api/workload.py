@@ -136,6 +136,15 @@ def parse_min_resources(text: str) -> dict[str, int]:
     return out
 
 
+def parse_min_member(kind: str, name: str, text: str, total: int) -> int:
+    """Annotation ``gangq.io/min-member`` of an object of ``kind`` whose gang has ``total`` pods."""
+    value = text.strip()
+    if not _INT.match(value) or len(value) > _MAX_MIN_MEMBER_DIGITS or not 1 <= int(value) <= total:
+        raise SpecError(kind, name, _annotation_path(MIN_MEMBER_ANNOTATION),
+                        f"must be an integer between 1 and the gang's {total} pods, got {text!r}")
+    return int(value)
+
+
 def parse_duration(text: str) -> float:
     """Seconds from a number of seconds (``5400``, ``90.5``) or a Go duration (``90m``, ``2h30m``,
     ``45s``, ``1.5h``, ``300ms``). Must be positive. Raises ValueError."""
@@ -208,7 +217,7 @@ def pods_per_job(rjob: ReplicatedJob, error: FieldContext) -> int:
     return min(parallelism, job.completions)
 
 
-def _node_affinity(affinity: Mapping[str, Any] | None, ctx: FieldContext) -> NodeAffinity:
+def node_affinity(affinity: Mapping[str, Any] | None, ctx: FieldContext) -> NodeAffinity:
     """The pod's required node affinity (``requiredDuringSchedulingIgnoredDuringExecution``):
     its ``nodeSelectorTerms``' ``matchExpressions``. ``matchFields`` (node names) are left to the
     kube-scheduler: the node check cannot see them."""
@@ -252,7 +261,7 @@ def _node_affinity(affinity: Mapping[str, Any] | None, ctx: FieldContext) -> Nod
     return tuple(out)
 
 
-def _tolerations(models: Iterable[TolerationModel], ctx: FieldContext) -> list[Toleration]:
+def tolerations(models: Iterable[TolerationModel], ctx: FieldContext) -> list[Toleration]:
     out = []
     for i, t in enumerate(models):
         try:
@@ -381,8 +390,8 @@ def jobset_to_workload(
                 count,
                 pod_requests(pod, ctx),
                 pod.node_selector,
-                _tolerations(pod.tolerations or [], ctx),
-                _node_affinity(pod.affinity, ctx),
+                tolerations(pod.tolerations or [], ctx),
+                node_affinity(pod.affinity, ctx),
             )
         )
     total = sum(counts.values())
@@ -392,15 +401,7 @@ def jobset_to_workload(
     annotations = meta.annotations or {}
     min_member: int | None = None
     if MIN_MEMBER_ANNOTATION in annotations:
-        text = annotations[MIN_MEMBER_ANNOTATION].strip()
-        if not _INT.match(text) or len(text) > _MAX_MIN_MEMBER_DIGITS or not 1 <= int(text) <= total:
-            raise SpecError(
-                KIND,
-                key,
-                _annotation_path(MIN_MEMBER_ANNOTATION),
-                f"must be an integer between 1 and the gang's {total} pods, got {annotations[MIN_MEMBER_ANNOTATION]!r}",
-            )
-        min_member = int(text)
+        min_member = parse_min_member(KIND, key, annotations[MIN_MEMBER_ANNOTATION], total)
     min_resources: dict[str, int] | None = None
     if MIN_RESOURCES_ANNOTATION in annotations:
         try:
@@ -453,12 +454,12 @@ def _as_json(obj: Mapping[str, Any] | JobSet) -> dict[str, Any]:
     return doc
 
 
-def _toleration_json(t: Toleration) -> dict[str, str]:
+def toleration_json(t: Toleration) -> dict[str, str]:
     out = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
     return {k: v for k, v in out.items() if v}
 
 
-def _toleration_identity(t: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
+def toleration_identity(t: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
     return (
         t.get("key") or "",
         t.get("operator") or "Equal",
@@ -567,7 +568,7 @@ def _admit(
         recorded[ps.name] = before
         selector: dict[str, str] = dict(before.get("nodeSelector") or {})
         tolerations: list[dict[str, Any]] = [dict(t) for t in before.get("tolerations") or []]
-        seen = {_toleration_identity(t) for t in tolerations}
+        seen = {toleration_identity(t) for t in tolerations}
         for flavor_name in dict.fromkeys(ps.flavors.values()):
             flavor = flavors.get(flavor_name)
             if flavor is None:
@@ -584,8 +585,8 @@ def _admit(
                     )
                 selector[label] = value
             for tol in flavor.tolerations:
-                as_json = _toleration_json(tol)
-                ident = _toleration_identity(as_json)
+                as_json = toleration_json(tol)
+                ident = toleration_identity(as_json)
                 if ident not in seen:
                     seen.add(ident)
                     tolerations.append(as_json)
@@ -716,11 +717,16 @@ __all__ = [
     "apply_admission",
     "jobset_to_workload",
     "json_patch",
+    "node_affinity",
     "parse_duration",
+    "parse_min_member",
     "parse_min_resources",
     "parse_timestamp",
     "pods_per_job",
     "queue_name",
     "restore",
     "restore_patch",
+    "toleration_identity",
+    "toleration_json",
+    "tolerations",
 ]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from gangq.core.decisions import Admission
-from gangq.operator.adapters import JOBSET, WorkloadKind
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.jobset import JOBSET
 from gangq.operator.translate import resource_version, rfc3339
 
 
 class Entry:
-    """One queued workload of ``kind`` (:mod:`gangq.operator.adapters`): its last object, the
+    """One queued workload of ``kind`` (:mod:`gangq.integrations`): its last object, the
     gang's state and the Workload status to write.
 
     ``state`` is ``Pending``, ``Inadmissible`` (the object is malformed), ``Admitted``,

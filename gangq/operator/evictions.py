@@ -42,8 +42,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from gangq.integrations.job import JOB
+from gangq.integrations.jobset import JOBSET
+from gangq.integrations.registry import pod_gang
 from gangq.jobset import constants as js
-from gangq.operator.adapters import JOB, JOBSET, pod_gang
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
 from gangq.operator.translate import object_key, resource_version

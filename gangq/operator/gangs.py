@@ -2,7 +2,7 @@
 its Workload's status, and as writes to the JobSet.
 
 Inputs are the watch events of the queued kinds (:meth:`Gangs.object_event`: JobSets, Jobs; see
-:mod:`gangq.operator.adapters`), their pods' progress, the
+:mod:`gangq.integrations`), their pods' progress, the
 engine's decisions (:meth:`Gangs.handle`) and the outcomes of our own JobSet patches
 (:meth:`Gangs.written`, :meth:`Gangs.admission_failed`). Everything runs on the scheduling loop.
 """
@@ -18,8 +18,11 @@ from gangq.api.workload import queue_name
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
 from gangq.core.model import WorkloadSpec
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.job import JOB
+from gangq.integrations.jobset import JOBSET
+from gangq.integrations.registry import child_of_jobset, queued, workload_owner
 from gangq.jobset import constants as js
-from gangq.operator.adapters import JOB, JOBSET, WorkloadKind, child_of_jobset, queued, workload_owner
 from gangq.operator.entry import Entry
 from gangq.operator.evictions import EvictionResync, quiet
 from gangq.operator.state import ControllerState
@@ -173,14 +176,11 @@ class Gangs:
         return True
 
     # ------------------------------------------------------------------------------------------
-    # JobSet events
+    # Events of the queued kinds
     # ------------------------------------------------------------------------------------------
 
-    def jobset_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
-        self.object_event(JOBSET, event_type, obj, now)
-
     def queued_kind_event(self, kind: WorkloadKind) -> Callable[[str, dict[str, Any], str, float], None]:
-        """The handler of a kind whose every object with a queue label is a gang (the Kubeflow kinds)."""
+        """The handler of a registered kind's watch events (:meth:`object_event`)."""
         def handle(event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
             self.object_event(kind, event_type, obj, now)
         return handle
@@ -230,7 +230,7 @@ class Gangs:
         return entry is not None and entry.state == "Evicting"
 
     def object_event(self, kind: WorkloadKind, event_type: str, obj: dict[str, Any], now: float) -> None:
-        """A watch event of a queued kind (JobSet, Job): queue, requeue, finish or forget its gang."""
+        """A watch event of a queued kind: queue, requeue, finish or forget its gang."""
         key = kind.key_of(obj)
         entry = self.state.entries.get(key)
         if entry is not None and event_type != "DELETED":

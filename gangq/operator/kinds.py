@@ -17,8 +17,8 @@ from typing import Any
 from gangq.api import queues
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
-from gangq.jobset import constants as js
-from gangq.operator.adapters import BY_PLURAL, pod_gang
+from gangq.integrations.job import JOB
+from gangq.integrations.registry import BY_PLURAL, pod_gang
 from gangq.operator.evictions import RESYNCED
 from gangq.operator.gangs import Gangs
 from gangq.operator.state import ControllerState
@@ -27,7 +27,6 @@ from gangq.operator.translate import (
     CONFIG_KINDS,
     CQ_FINALIZER,
     NAMESPACED,
-    OPTIONAL,
     node_spec,
     object_key,
     pod_requests,
@@ -65,9 +64,8 @@ class Kinds:
             "namespaces": self.namespace,
             "nodes": self.node,
             "pods": self.pod,
-            js.PLURAL: gangs.jobset_event,
-            "jobs": gangs.job_event,
-            **{plural: gangs.queued_kind_event(BY_PLURAL[plural]) for plural in OPTIONAL},
+            **{plural: gangs.queued_kind_event(kind) for plural, kind in BY_PLURAL.items()},
+            JOB.plural: gangs.job_event,  # a JobSet's child Jobs come through the same watch
             "workloads": gangs.workload_event,
         }
         self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed,

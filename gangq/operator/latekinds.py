@@ -4,7 +4,7 @@ installed next to a running gangq) are watched from the moment the API server se
 kopf re-reads the API server's discovery on every CRD event. kube-apiserver publishes a new CRD's
 group in discovery only once the CRD is Established, and asynchronously: kopf may read discovery
 on the CRD's last event before the group is in it, and then never watches the kind — its objects
-would run unqueued, outside every quota. So while an optional kind (:data:`translate.OPTIONAL`)
+would run unqueued, outside every quota. So while an optional kind (:data:`gangq.integrations.registry.OPTIONAL`)
 is not served, :class:`LateKinds` asks the API server every :data:`POLL_SECONDS` whether it is
 now, and once it is, has kopf read discovery again for its group.
 
@@ -24,8 +24,9 @@ from typing import Any, Final
 
 import kopf
 
+from gangq.integrations.registry import OPTIONAL
 from gangq.operator.kube import ApiError, KubeClient
-from gangq.operator.translate import OPTIONAL, WATCHED
+from gangq.operator.translate import WATCHED
 
 log = logging.getLogger(__name__)
 

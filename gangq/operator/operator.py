@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import kopf
 
+from gangq.integrations.job import JOB
 from gangq.operator import jobset
 from gangq.operator import streams as streams_mod
 from gangq.operator.activation import ActivationWatch
-from gangq.operator.adapters import JOB
 from gangq.operator.config import OperatorConfig
 from gangq.operator.controller import Controller
 from gangq.operator.kube import Credentials, KubeClient

@@ -23,7 +23,8 @@ from typing import Any
 
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
-from gangq.operator.adapters import BY_PLURAL, WorkloadKind, pod_gang, queued
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.registry import BY_PLURAL, OPTIONAL, pod_gang, queued
 from gangq.operator.gangs import DEACTIVATED_BY_ADMIN, Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import ApiError, resource_path
@@ -33,7 +34,6 @@ from gangq.operator.translate import (
     ADMISSION_ANNOTATION,
     CONFIG_KINDS,
     GROUP,
-    OPTIONAL,
     VERSION,
     WATCHED,
     object_key,

@@ -1,8 +1,7 @@
 """Kubernetes objects → what the engine and the API need: keys, node specs, pod requests, quantities.
 
 Pure functions and the names of the objects the controller watches and writes; no I/O, no state.
-JobSet names (group, labels) come from :mod:`gangq.jobset.constants`, the JobSet → gang mapping
-from :mod:`gangq.api.workload`.
+The queued kinds and their gangs come from :mod:`gangq.integrations`.
 """
 
 from __future__ import annotations
@@ -14,14 +13,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gangq.api import kubeflow
 from gangq.api.pods import pod_requests as _pod_spec_requests
 from gangq.api.quantity import QuantityError, parse_quantity
-from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION
 from gangq.core import NodeSpec, Taint
 from gangq.core.decisions import Admission
 from gangq.core.units import format_amount
-from gangq.jobset import constants as js
+from gangq.integrations.registry import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +55,11 @@ WATCHED: Final = (
     ("", "v1", "namespaces"),
     ("", "v1", "nodes"),
     ("", "v1", "pods"),
-    (js.GROUP, js.VERSION, js.PLURAL),
-    ("batch", "v1", "jobs"),
-    *((kubeflow.GROUP, k.version, k.plural) for k in kubeflow.KINDS),
+    *((k.group, k.version, k.plural) for k in KINDS),
 )
-"""(group, version, plural) of everything the controller watches, in the order a restart lists them."""
-OPTIONAL: Final = frozenset(k.plural for k in kubeflow.KINDS)
-"""Watched kinds whose CRDs may not be served: not served, there is nothing of theirs to queue."""
-NAMESPACED: Final = frozenset({"localqueues", "pods", js.PLURAL, "jobs", "workloads", *OPTIONAL})
+"""(group, version, plural) of everything the controller watches, in the order a restart lists them:
+the configuration, the pods, then every registered kind (:data:`gangq.integrations.registry.KINDS`)."""
+NAMESPACED: Final = frozenset({"localqueues", "pods", "workloads", *(k.plural for k in KINDS)})
 """Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
 :meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""
 
@@ -87,19 +81,6 @@ def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
-def jobset_terminal(obj: Mapping[str, Any]) -> str | None:
-    """``Completed`` / ``Failed`` when the JobSet has finished, else None."""
-    status = obj.get("status") or {}
-    terminal = (js.COND_COMPLETED, js.COND_FAILED)
-    for cond in status.get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") in terminal:
-            return str(cond["type"])
-    state = status.get("terminalState")
-    return str(state) if state in terminal else None
-
-
 
 
 def workload_active(obj: Mapping[str, Any]) -> bool:
@@ -161,22 +142,6 @@ def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     """A pod's effective requests (engine units); raises ``SpecError`` on a malformed spec."""
     return _pod_spec_requests(pod.get("spec") or {})
-
-
-_GANG_ANNOTATIONS: Final = frozenset({MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION})
-
-
-def jobset_signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of a JobSet the gang is built from besides its spec: a change resubmits the gang (its
-    status and our own patches do not)."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    ann = meta.get("annotations") or {}
-    return (
-        meta.get("generation"),
-        tuple(sorted((k, v) for k, v in labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/")))),
-        tuple(sorted((k, v) for k, v in ann.items() if k in _GANG_ANNOTATIONS)),
-    )
 
 
 def eviction_record(reason: str, message: str, at: float, admission: Mapping[str, Any] | None) -> str:

@@ -53,7 +53,8 @@ from gangq.api.workload import (
     queue_name,
 )
 from gangq.core.errors import SpecError
-from gangq.operator.adapters import BY_KIND, WorkloadKind
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.registry import BY_KIND
 from gangq.operator.certs import Certificates, certificates
 from gangq.operator.config import OperatorConfig
 from gangq.operator.kube import ApiError, KubeClient, resource_path

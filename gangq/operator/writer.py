@@ -1,5 +1,5 @@
 """The controller's API writes: two lanes of tasks, and the patches of queued objects (JobSets,
-Jobs: :mod:`gangq.operator.adapters`) and Events.
+Jobs: :mod:`gangq.integrations`) and Events.
 
 Writes run as tasks, ordered per key (a JobSet's eviction never overtakes its admission), in two
 lanes so a burst of status writes never delays an admission or an eviction:

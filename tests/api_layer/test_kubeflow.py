@@ -1,4 +1,4 @@
-"""Kubeflow training jobs as gangs (gangq.api.kubeflow, gangq.operator.adapters): a pod set per
+"""Kubeflow training jobs as gangs (gangq.api.kubeflow, gangq.integrations.kubeflow): a pod set per
 replica type, the JobSet's rules on the job's own paths, suspension through runPolicy."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from gangq.api import kubeflow
 from gangq.core import Admission, FlavorSpec, SpecError
 from gangq.core.decisions import PodSetAssignment
 from gangq.core.selectors import Toleration
-from gangq.operator.adapters import MPIJOB, PYTORCHJOB, TFJOB, pod_gang
+from gangq.integrations.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
+from gangq.integrations.registry import pod_gang
 
 
 def template(gpus: int = 4) -> dict[str, Any]:

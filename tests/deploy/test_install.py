@@ -10,6 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gangq.integrations.interface import QUEUE_VERBS
+from gangq.integrations.registry import KINDS
 from gangq.observability.http import create_app
 from gangq.operator.install import crd_documents
 from tests.deploy.conftest import DEPLOY, ROOT, find
@@ -231,18 +233,17 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         ("gangq.io", "clusterqueues/status", "patch"),
         ("gangq.io", "cohorts/status", "patch"),
         ("gangq.io", "clusterqueues", "patch"),
-        ("jobset.x-k8s.io", "jobsets", "patch"),
-        ("batch", "jobs", "watch"),  # a labelled Job of its own is a gang
-        ("batch", "jobs", "patch"),
-        ("kubeflow.org", "pytorchjobs", "watch"),  # Kubeflow jobs, when their CRDs are installed
-        ("kubeflow.org", "tfjobs", "patch"),
-        ("kubeflow.org", "mpijobs", "patch"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "get"),  # a restart: is a 404 kind installed?
         ("", "events", "create"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
     }
     assert needed <= granted, needed - granted
+    # every registered kind (gangq/integrations/registry.py): watched, suspended, admitted and
+    # evicted; the objects it creates that the controller reads
+    kinds = {(k.group, k.plural, verb) for k in KINDS for verb in QUEUE_VERBS}
+    kinds |= {(r.group, r.plural, verb) for k in KINDS for r in k.child_resources for verb in ("get", "list", "watch")}
+    assert kinds <= granted, f"deploy/base/rbac.yaml does not grant: {sorted(kinds - granted)}"
     jobset_controller = {
         ("batch", "jobs", "create"),
         ("", "services", "create"),

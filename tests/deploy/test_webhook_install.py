@@ -1,6 +1,6 @@
 """The admission webhook's install component (deploy/components/webhook, in every overlay but no-webhook):
 it passes every check of the install (test_install.py) and agrees with the code — the kinds the
-adapters queue, the server's routes, the names of the Service, the Secret and the configurations."""
+registered kinds, the server's routes, the names of the Service, the Secret and the configurations."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import tests.deploy.test_install as install_checks
 from gangq.api.workload import KUEUE_QUEUE_LABEL, QUEUE_LABEL
-from gangq.operator.adapters import KINDS
+from gangq.integrations.registry import KINDS
 from gangq.operator.certs import DirCertificates
 from gangq.operator.config import WebhookConfig, parse_config
 from tests.deploy.conftest import DEPLOY, find, kustomize

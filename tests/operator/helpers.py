@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
+from gangq.integrations.jobset import JOBSET
 from gangq.operator.config import OperatorConfig, parse_config
 from gangq.operator.install import crd_documents
 from gangq.operator.kube import Credentials
 from gangq.operator.operator import OperatorThread
-from gangq.operator.translate import jobset_terminal
 from tests.clusters import LEASE_NAMESPACE, Cluster, controller_kubeconfig, is_real
 
 HERE = Path(__file__).parent
@@ -219,13 +219,13 @@ class FakeJobSetRunner:
                                   []).append(pod)
         now = time.monotonic()
         self.concurrent_peak = max(self.concurrent_peak, sum(
-            1 for js in jobsets if not js["spec"].get("suspend") and jobset_terminal(js) is None))
+            1 for js in jobsets if not js["spec"].get("suspend") and JOBSET.terminal(js) is None))
         for js in jobsets:
             meta = js["metadata"]
             key = f"{meta['namespace']}/{meta['name']}"
             uid = meta["uid"]
             pods = pods_by_js.get(key, [])
-            running = not js["spec"].get("suspend") and jobset_terminal(js) is None
+            running = not js["spec"].get("suspend") and JOBSET.terminal(js) is None
             if running and not self._was_running.get(uid):
                 self.unsuspends[key] = self.unsuspends.get(key, 0) + 1
                 if key not in self.order:
@@ -344,7 +344,7 @@ def admitted(sb: Cluster, name: str, ns: str = "default") -> bool:
 
 def finished(sb: Cluster, name: str, ns: str = "default") -> bool:
     js = get(sb, "JobSet", name, ns)
-    return bool(js) and jobset_terminal(js) is not None
+    return bool(js) and JOBSET.terminal(js) is not None
 
 
 def workload_status(sb: Cluster, name: str, ns: str = "default") -> dict[str, Any]:

@@ -17,7 +17,8 @@ import pytest
 from gangq.api.batchjob import job_to_workload
 from gangq.api.workload import jobset_to_workload
 from gangq.core.model import WorkloadSpec
-from gangq.operator.adapters import JOB, JOBSET
+from gangq.integrations.job import JOB
+from gangq.integrations.jobset import JOBSET
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kueue_baseline_e2e.py"

@@ -28,7 +28,10 @@ from typing import Any
 import pytest
 
 from gangq.api import kubeflow
-from gangq.operator.adapters import JOB, JOBSET, PYTORCHJOB, WorkloadKind
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.job import JOB
+from gangq.integrations.jobset import JOBSET
+from gangq.integrations.kubeflow import PYTORCHJOB
 from gangq.operator.install import quickstart_webhook, remove_webhook_configurations
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.sandbox.errors import ApiError

@@ -88,8 +88,8 @@ Whether the API server serves the Prometheus Operator's kinds (or helm template 
 {{- end }}
 
 {{/*
-The workload kinds the webhook is sent: JobSets, Jobs and the Kubeflow training jobs (the kinds of
-gangq/operator/adapters.py). .operations: the admission operations of the entry.
+The workload kinds the webhook is sent: the kinds of gangq/integrations/registry.py, written by
+hack/gen-chart.py. .operations: the admission operations of the entry.
 */}}
 {{- define "gangq.webhookRules" -}}
 - apiGroups:

@@ -1,0 +1,102 @@
+"""JobSet (``jobset.x-k8s.io/v1alpha2``): one pod set per replicatedJob, ``replicas`` × the pods
+one child Job runs at once; suspended by ``spec.suspend``; finished once its ``Completed`` or
+``Failed`` condition is true. Its gang is keyed ``namespace/name``.
+
+The JobSet-specific gang rules (pods per child Job, the runtime bound from the Jobs' deadlines,
+the success and failure policies) are in :mod:`gangq.api.workload`. A JobSet another queued
+object controls (a Kubeflow TrainJob's) is that object's gang, not one of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gangq.api.jobset import parse_jobset
+from gangq.api.pods import FieldContext
+from gangq.api.workload import effective_replicas, jobset_to_workload, pods_per_job
+from gangq.core.model import WorkloadSpec
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.podsets import PodSet, Resource
+from gangq.jobset import constants as js
+
+
+def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object's controller ownerReference, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def jobset_pod_sets(obj: Mapping[str, Any]) -> list[PodSet]:
+    """One pod set per replicatedJob: ``replicas`` × the pods one child Job runs at once, its pod
+    template at ``spec.replicatedJobs[i].template.spec.template`` (guarded by the name)."""
+    parsed = parse_jobset(obj)
+    out = []
+    for i, rjob in enumerate(parsed.replicated_jobs()):
+        base = f"spec.replicatedJobs[{i}]"
+        count = effective_replicas(rjob) * pods_per_job(rjob, FieldContext(js.KIND, parsed.key, base))
+        out.append(PodSet(rjob.name, count, ("spec", "replicatedJobs", i, "template", "spec", "template"),
+                          f"{base}.template.spec.template", guard=(f"/spec/replicatedJobs/{i}/name", rjob.name)))
+    return out
+
+
+class JobSetKind(WorkloadKind):
+    kind = js.KIND
+    group = js.GROUP
+    version = js.VERSION
+    plural = js.PLURAL
+    workload_prefix = "jobset-"
+    owner_label = "gangq.io/jobset-name"
+    has_child_jobs = True
+    pod_priority = 20  # its pods carry their child Job's labels too
+    child_resources = (Resource("batch", "v1", "jobs"),)
+    docs = "one pod set per replicatedJob; `spec.suspend`; conditions `Completed` / `Failed`"
+    controlled_by: frozenset[str] = frozenset()  # kinds whose JobSets are theirs (set by the registry)
+
+    def key(self, namespace: str, name: str) -> str:
+        return f"{namespace}/{name}"
+
+    def ours(self, obj: Mapping[str, Any]) -> bool:
+        ref = controller_ref(obj)
+        return ref is None or str(ref.get("kind")) not in self.controlled_by
+
+    def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSet]:
+        return jobset_pod_sets(obj)
+
+    def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
+                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
+        return jobset_to_workload(obj, priority_classes=priority_classes,
+                                  workload_priority_classes=workload_priority_classes, default_queue=default_queue)
+
+    def pod_set_names(self, obj: Mapping[str, Any]) -> list[str]:
+        return [str(r.get("name")) for r in ((obj.get("spec") or {}).get("replicatedJobs") or [])
+                if isinstance(r, dict) and r.get("name")] or ["main"]
+
+    def terminal(self, obj: Mapping[str, Any]) -> str | None:
+        status = obj.get("status") or {}
+        terminal = (js.COND_COMPLETED, js.COND_FAILED)
+        for cond in status.get("conditions") or []:
+            if cond.get("status") == "True" and cond.get("type") in terminal:
+                return str(cond["type"])
+        state = status.get("terminalState")
+        return str(state) if state in terminal else None
+
+    def started(self, obj: Mapping[str, Any]) -> bool:
+        return any(isinstance(s, dict) and (s.get("active") or s.get("ready") or s.get("succeeded"))
+                   for s in (obj.get("status") or {}).get("replicatedJobsStatus") or [])
+
+    def pod_selector(self, name: str) -> str:
+        return f"{js.JOBSET_NAME_KEY}={name}"
+
+    def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        name = labels.get(js.JOBSET_NAME_KEY)
+        if not name:
+            return None
+        return self.key(str(meta.get("namespace") or "default"), str(name)), labels.get(js.REPLICATED_JOB_NAME_KEY)
+
+
+JOBSET = JobSetKind()

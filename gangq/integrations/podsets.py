@@ -1,0 +1,390 @@
+"""The gang rules, the same for every kind: pod sets → the gang the engine admits, and the pod
+template changes an admission makes and an eviction undoes.
+
+A kind describes its pod templates as :class:`PodSet` s (where each template is and how many pods
+it makes); everything else is decided here, once:
+
+- **requests** per pod as the kube-scheduler computes them (:func:`gangq.api.pods.pod_requests`);
+  node selector, required node affinity and tolerations per pod set, so the engine places pods
+  only on nodes they would be bound to;
+- **min-member**: annotation ``gangq.io/min-member``, else the sum of the pod sets'
+  ``min_count`` when a kind sets one, else every pod;
+- ``gangq.io/min-resources``, ``gangq.io/runtime-limit`` (else the kind's own bound);
+- **priority**: label ``gangq.io/priority-class`` / ``kueue.x-k8s.io/priority-class`` (a
+  WorkloadPriorityClass), else the first pod template's ``priorityClassName`` (a PriorityClass),
+  else its ``priority``, else 0;
+- **admission**: the assigned flavors' nodeLabels merged into each admitted template's
+  nodeSelector and their tolerations appended; the template's nodeSelector and tolerations as
+  they were kept per pod set in annotation ``gangq.io/original-pod-scheduling``, so an eviction
+  puts them back exactly and a re-admission never piles flavors up.
+
+Every malformed input raises :class:`~gangq.core.errors.SpecError` naming the kind, the object
+and the field as the user wrote it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from gangq.api.jobset import PodSpec, PodTemplateSpec, plain_json, spec_error
+from gangq.api.pods import FieldContext, pod_requests
+from gangq.api.workload import (
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MIN_MEMBER_ANNOTATION,
+    MIN_RESOURCES_ANNOTATION,
+    ORIGINAL_SCHEDULING_ANNOTATION,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_LABEL,
+    RUNTIME_LIMIT_ANNOTATION,
+    NotQueuedError,
+    node_affinity,
+    parse_duration,
+    parse_min_member,
+    parse_min_resources,
+    parse_timestamp,
+    queue_name,
+    toleration_identity,
+    toleration_json,
+    tolerations,
+)
+from gangq.core.decisions import Admission
+from gangq.core.errors import SpecError
+from gangq.core.model import FlavorSpec, PodSetSpec, WorkloadSpec
+
+_MISSING: Final = object()
+
+JsonPath = tuple[str | int, ...]
+Patch = list[dict[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` pods made from the pod template (a PodTemplateSpec) at ``path`` in the object.
+
+    ``name``: the pod set's name on the Workload (Kueue's: a replicatedJob's name, a replica type
+    in lower case, ``head``, a worker group's name). ``field``: the same path as a user writes it
+    (``spec.rayClusterSpec.headGroupSpec.template``), for errors. ``min_count``: at least this
+    many of its pods make the gang useful (None: all of them). ``guard``: a ``(pointer, value)``
+    the admission patch tests first, so a list that changed meanwhile fails the patch instead of
+    writing into the wrong template (a list item's name).
+    """
+
+    name: str
+    count: int
+    path: JsonPath
+    field: str
+    min_count: int | None = None
+    guard: tuple[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """An API resource: group (``""`` for the core group), version and plural."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+_GANG_ANNOTATIONS: Final = frozenset({MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION})
+
+
+def signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of an object its gang is built from besides its spec: its generation, gangq's and
+    Kueue's labels and the gang annotations. A change resubmits the gang; its status and gangq's
+    own patches do not change it."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    return (
+        meta.get("generation"),
+        tuple(sorted((k, v) for k, v in labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/")))),
+        tuple(sorted((k, v) for k, v in ann.items() if k in _GANG_ANNOTATIONS)),
+    )
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of an object, for errors."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+
+
+def get(doc: Any, path: JsonPath) -> Any:
+    """The value at ``path`` in ``doc``, or :data:`_MISSING`."""
+    for p in path:
+        if isinstance(p, int):
+            if not isinstance(doc, list) or not 0 <= p < len(doc):
+                return _MISSING
+        elif not isinstance(doc, Mapping) or p not in doc:
+            return _MISSING
+        doc = doc[p]
+    return doc
+
+
+def pointer(path: JsonPath) -> str:
+    """An RFC 6901 JSON Pointer."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def pod_spec(kind: str, obj: Mapping[str, Any], ps: PodSet) -> PodSpec:
+    """The pod set's pod spec, validated."""
+    name = object_name(obj)
+    template = get(obj, ps.path)
+    if not isinstance(template, Mapping):
+        raise SpecError(kind, name, ps.field, "is required (a pod template)")
+    try:
+        parsed = PodTemplateSpec.model_validate(plain_json(template))
+    except ValidationError as err:
+        raise spec_error(err, kind, name, ps.field) from err
+    if parsed.spec is None:
+        raise SpecError(kind, name, f"{ps.field}.spec", "is required (the pod template has no spec)")
+    if not parsed.spec.containers:
+        raise SpecError(kind, name, f"{ps.field}.spec.containers", "must list at least one container")
+    return parsed.spec
+
+
+def to_workload(
+    kind: str,
+    obj: Mapping[str, Any],
+    pod_sets: Sequence[PodSet],
+    *,
+    key: str,
+    priority_classes: Mapping[str, int] | None = None,
+    workload_priority_classes: Mapping[str, int] | None = None,
+    default_queue: str | None = None,
+    runtime_limit: float | None = None,
+) -> WorkloadSpec:
+    """The gang of an object of ``kind`` with these pod sets (see the module docstring); ``key``
+    is the engine's key of it. Raises :class:`NotQueuedError` without a queue label (and no
+    ``default_queue``), :class:`SpecError` for anything malformed."""
+    name = object_name(obj)
+    meta = obj.get("metadata") or {}
+    if not meta.get("name"):
+        raise SpecError(kind, name, "metadata.name", "is required")
+    queue = queue_name(obj) or default_queue
+    if queue is None:
+        raise NotQueuedError(kind, name, f"metadata.labels[{QUEUE_LABEL}]",
+                             f"is not set (nor {KUEUE_QUEUE_LABEL}): the {kind} is not queued")
+    if not pod_sets:
+        raise SpecError(kind, name, "spec", "has no pod template: the gang has no pods")
+    specs: list[PodSetSpec] = []
+    pods: list[PodSpec] = []
+    seen: set[str] = set()
+    for ps in pod_sets:
+        if ps.name in seen:
+            raise SpecError(kind, name, ps.field, f"pod set name {ps.name!r} is used twice")
+        seen.add(ps.name)
+        if ps.count < 0:
+            raise SpecError(kind, name, ps.field, f"must not run a negative number of pods, got {ps.count}")
+        pod = pod_spec(kind, obj, ps)
+        pods.append(pod)
+        ctx = FieldContext(kind, name, f"{ps.field}.spec")
+        specs.append(PodSetSpec(ps.name, ps.count, pod_requests(pod, ctx), pod.node_selector,
+                                tolerations(pod.tolerations or [], ctx), node_affinity(pod.affinity, ctx)))
+    total = sum(ps.count for ps in pod_sets)
+    if total == 0:
+        raise SpecError(kind, name, "spec", "the gang has no pods (every pod set runs 0 pods)")
+    raw_annotations = meta.get("annotations")
+    annotations: Mapping[str, Any] = raw_annotations if isinstance(raw_annotations, Mapping) else {}
+    min_member: int | None = None
+    if MIN_MEMBER_ANNOTATION in annotations:
+        min_member = parse_min_member(kind, name, str(annotations[MIN_MEMBER_ANNOTATION]), total)
+    elif any(ps.min_count is not None for ps in pod_sets):
+        min_member = sum(ps.count if ps.min_count is None else min(ps.min_count, ps.count) for ps in pod_sets)
+        min_member = max(1, min_member) if min_member < total else None
+    min_resources: dict[str, int] | None = None
+    if MIN_RESOURCES_ANNOTATION in annotations:
+        try:
+            min_resources = parse_min_resources(str(annotations[MIN_RESOURCES_ANNOTATION]))
+        except ValueError as err:
+            raise SpecError(kind, name, f"metadata.annotations[{MIN_RESOURCES_ANNOTATION}]", str(err)) from err
+    if RUNTIME_LIMIT_ANNOTATION in annotations:
+        try:
+            runtime_limit = parse_duration(str(annotations[RUNTIME_LIMIT_ANNOTATION]))
+        except ValueError as err:
+            raise SpecError(kind, name, f"metadata.annotations[{RUNTIME_LIMIT_ANNOTATION}]", str(err)) from err
+    creation_time = 0.0
+    if meta.get("creationTimestamp"):
+        try:
+            creation_time = parse_timestamp(str(meta["creationTimestamp"]))
+        except ValueError as err:
+            raise SpecError(kind, name, "metadata.creationTimestamp", str(err)) from err
+    priority, priority_class = _priority(kind, name, meta, pod_sets, pods, priority_classes or {},
+                                         workload_priority_classes or {})
+    spec = WorkloadSpec(key, str(meta.get("namespace") or "default"), queue, specs, priority=priority,
+                        creation_time=creation_time, min_member=min_member, min_resources=min_resources,
+                        runtime_limit=runtime_limit, priority_class=priority_class)
+    spec.validate()
+    return spec
+
+
+def _priority(kind: str, name: str, meta: Mapping[str, Any], pod_sets: Sequence[PodSet], pods: Sequence[PodSpec],
+              priority_classes: Mapping[str, int], workload_priority_classes: Mapping[str, int]) -> tuple[int, str]:
+    labels = meta.get("labels") or {}
+    for label in (PRIORITY_CLASS_LABEL, KUEUE_PRIORITY_CLASS_LABEL):
+        value = labels.get(label)
+        if value:
+            if value not in workload_priority_classes:
+                raise SpecError(kind, name, f"metadata.labels[{label}]",
+                                f"WorkloadPriorityClass {value!r} does not exist")
+            return workload_priority_classes[value], str(value)
+    for ps, pod in zip(pod_sets, pods, strict=True):
+        if pod.priority_class_name:
+            if pod.priority_class_name not in priority_classes:
+                raise SpecError(kind, name, f"{ps.field}.spec.priorityClassName",
+                                f"PriorityClass {pod.priority_class_name!r} does not exist")
+            return priority_classes[pod.priority_class_name], pod.priority_class_name
+    for pod in pods:
+        if pod.priority is not None:
+            return pod.priority, ""
+    return 0, ""
+
+
+# --- admission: inject flavors into pod templates, and undo it ---------------------------------
+
+
+def recorded_originals(kind: str, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """Per pod set, the nodeSelector and tolerations its template had before admission (annotation
+    ``gangq.io/original-pod-scheduling``), or None when nothing is recorded."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ORIGINAL_SCHEDULING_ANNOTATION)
+    if text is None:
+        return None
+    field = f"metadata.annotations[{ORIGINAL_SCHEDULING_ANNOTATION}]"
+    try:
+        data: Any = json.loads(text)
+    except ValueError as err:
+        raise SpecError(kind, object_name(obj), field,
+                        f"is not JSON ({err}); it is written by gangq, do not edit it") from err
+    ok = isinstance(data, dict) and all(
+        isinstance(v, dict) and isinstance(v.get("nodeSelector"), dict | type(None))
+        and isinstance(v.get("tolerations"), list | type(None)) for v in data.values())
+    if not ok:
+        raise SpecError(kind, object_name(obj), field,
+                        "must map pod set names to {nodeSelector, tolerations}; written by gangq")
+    originals: dict[str, dict[str, Any]] = data
+    return originals
+
+
+def _template_spec(kind: str, obj: Mapping[str, Any], ps: PodSet) -> Mapping[str, Any]:
+    spec = get(obj, (*ps.path, "spec"))
+    if not isinstance(spec, Mapping):
+        raise SpecError(kind, object_name(obj), f"{ps.field}.spec", "is required (the pod template has no spec)")
+    return spec
+
+
+def _field_ops(obj: Mapping[str, Any], ps: PodSet, field: str, value: Any, ops: Patch) -> None:
+    path = (*ps.path, "spec", field)
+    if get(obj, path) == (_MISSING if value is None else value):
+        return
+    if value is None:
+        ops.append({"op": "remove", "path": pointer(path)})
+    else:
+        ops.append({"op": "add", "path": pointer(path), "value": copy.deepcopy(value)})
+
+
+def _annotation_ops(obj: Mapping[str, Any], value: str | None) -> Patch:
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    current = annotations.get(ORIGINAL_SCHEDULING_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if current == value:
+        return []
+    if value is None:
+        return [{"op": "remove", "path": pointer(("metadata", "annotations", ORIGINAL_SCHEDULING_ANNOTATION))}]
+    if not isinstance(annotations, Mapping):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {ORIGINAL_SCHEDULING_ANNOTATION: value}}]
+    return [{"op": "add", "path": pointer(("metadata", "annotations", ORIGINAL_SCHEDULING_ANNOTATION)), "value": value}]
+
+
+def admitted_scheduling(kind: str, name: str, field: str, before: Mapping[str, Any], flavor_names: Sequence[str],
+                        flavors: Mapping[str, FlavorSpec]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """A pod's nodeSelector and tolerations once these flavors are injected into ``before``'s
+    (``field``: the pod spec's path, for errors)."""
+    selector: dict[str, str] = dict(before.get("nodeSelector") or {})
+    tols: list[dict[str, Any]] = [dict(t) for t in before.get("tolerations") or []]
+    seen = {toleration_identity(t) for t in tols}
+    for flavor_name in dict.fromkeys(flavor_names):
+        flavor = flavors.get(flavor_name)
+        if flavor is None:
+            raise SpecError(kind, name, field, f"assigned ResourceFlavor {flavor_name!r} is not known")
+        for label, value in flavor.node_labels.items():
+            if selector.get(label, value) != value:
+                raise SpecError(kind, name, f"{field}.nodeSelector[{label}]",
+                                f"is {selector[label]!r} but ResourceFlavor {flavor_name!r} needs {value!r}")
+            selector[label] = value
+        for tol in flavor.tolerations:
+            as_json = toleration_json(tol)
+            ident = toleration_identity(as_json)
+            if ident not in seen:
+                seen.add(ident)
+                tols.append(as_json)
+    return selector, tols
+
+
+def admission_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet], admission: Admission,
+                  flavors: Mapping[str, FlavorSpec]) -> Patch:
+    """The JSON Patch operations that inject ``admission``'s flavors into the pod templates and
+    record what they were (see the module docstring); suspension is the kind's."""
+    name = object_name(obj)
+    by_name = {ps.name: ps for ps in pod_sets}
+    originals = recorded_originals(kind, obj) or {}
+    recorded: dict[str, dict[str, Any]] = {}
+    template_ops: Patch = []
+    for assigned in admission.pod_sets:
+        ps = by_name.get(assigned.name)
+        if ps is None:
+            raise SpecError(kind, name, "spec", f"has no pod set {assigned.name!r} (admitted)")
+        spec = _template_spec(kind, obj, ps)
+        before = originals.get(ps.name) or {"nodeSelector": copy.deepcopy(spec.get("nodeSelector")),
+                                            "tolerations": copy.deepcopy(spec.get("tolerations"))}
+        recorded[ps.name] = before
+        selector, tols = admitted_scheduling(kind, name, f"{ps.field}.spec", before,
+                                             list(assigned.flavors.values()), flavors)
+        changes: Patch = []
+        _field_ops(obj, ps, "nodeSelector", selector if selector or before.get("nodeSelector") is not None else None,
+                   changes)
+        _field_ops(obj, ps, "tolerations", tols if tols or before.get("tolerations") is not None else None, changes)
+        if changes and ps.guard is not None:
+            template_ops.append({"op": "test", "path": ps.guard[0], "value": ps.guard[1]})
+        template_ops += changes
+    for set_name, before in originals.items():  # recorded by an earlier admission, not assigned now
+        if set_name not in recorded and set_name in by_name:
+            recorded[set_name] = before
+    text = json.dumps(recorded, sort_keys=True, separators=(",", ":")) if recorded else None
+    return [*_annotation_ops(obj, text), *template_ops]
+
+
+def restore_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> Patch:
+    """The JSON Patch operations that put the pod templates' nodeSelector and tolerations back as
+    recorded at admission and drop the record; none when nothing is recorded. Pod sets that no
+    longer exist are skipped."""
+    originals = recorded_originals(kind, obj)
+    if originals is None:
+        return []
+    by_name = {ps.name: ps for ps in pod_sets}
+    ops: Patch = []
+    for set_name, before in originals.items():
+        ps = by_name.get(set_name)
+        if ps is None or not isinstance(get(obj, (*ps.path, "spec")), Mapping):
+            continue
+        changes: Patch = []
+        _field_ops(obj, ps, "nodeSelector", before.get("nodeSelector"), changes)
+        _field_ops(obj, ps, "tolerations", before.get("tolerations"), changes)
+        if changes and ps.guard is not None:
+            ops.append({"op": "test", "path": ps.guard[0], "value": ps.guard[1]})
+        ops += changes
+    return [*_annotation_ops(obj, None), *ops]
+
+
+__all__ = [
+    "JsonPath", "Patch", "PodSet", "Resource", "admission_ops", "admitted_scheduling", "get", "object_name",
+    "pod_spec", "pointer", "recorded_originals", "restore_ops", "signature", "to_workload",
+]

@@ -1,0 +1,77 @@
+"""The registered kinds, and what is derived from them: lookups by kind and plural, which gang a
+pod belongs to, which object a Workload belongs to.
+
+The controller's watches, handlers and recovery lists (:mod:`gangq.operator.translate`,
+:mod:`gangq.operator.kinds`, :mod:`gangq.operator.recovery`), the webhook's rules
+(:mod:`gangq.operator.install`) and the RBAC coverage test read :data:`KINDS`; adding a kind is
+one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from gangq.api.workload import queue_name
+from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.job import JOB
+from gangq.integrations.jobset import JOBSET, controller_ref
+from gangq.integrations.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
+from gangq.integrations.ray import RAYCLUSTER, RAYJOB
+
+KINDS: Final[tuple[WorkloadKind, ...]] = (JOBSET, JOB, PYTORCHJOB, TFJOB, MPIJOB, RAYJOB, RAYCLUSTER)
+"""Every kind gangq queues, in the order a restart lists them."""
+
+BY_PLURAL: Final[dict[str, WorkloadKind]] = {k.plural: k for k in KINDS}
+BY_KIND: Final[dict[str, WorkloadKind]] = {k.kind: k for k in KINDS}
+OPTIONAL: Final = frozenset(k.plural for k in KINDS if k.optional)
+"""Plurals of kinds whose CRDs may not be served."""
+_BY_POD_PRIORITY: Final = tuple(sorted(KINDS, key=lambda k: -k.pod_priority))
+
+JOBSET.controlled_by = frozenset(k.kind for k in KINDS if JOBSET.resource in k.child_resources)
+
+
+def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The key of the gang a pod belongs to and its pod set, asking the kinds from the most
+    specific (a TrainJob's pods carry its JobSet's and Jobs' labels too); None for other pods."""
+    for kind in _BY_POD_PRIORITY:
+        owner = kind.pod_owner(pod)
+        if owner is not None:
+            return owner
+    return None
+
+
+def child_of_jobset(job: Mapping[str, Any]) -> str | None:
+    """The gang key of the JobSet a Job belongs to (its controller ownerReference), or None."""
+    ref = controller_ref(job)
+    if ref is None or ref.get("kind") != JOBSET.kind or not ref.get("name"):
+        return None
+    return JOBSET.key(str((job.get("metadata") or {}).get("namespace") or "default"), str(ref["name"]))
+
+
+def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The gang key and uid of the object a Workload belongs to (its controller ownerReference to
+    a queued kind), or None for a Workload gangq did not create."""
+    ref = controller_ref(obj)
+    kind = BY_KIND.get(str(ref.get("kind"))) if ref is not None else None
+    if ref is None or kind is None or not ref.get("name"):
+        return None
+    return kind.key(str((obj.get("metadata") or {}).get("namespace") or "default"), str(ref["name"])), str(
+        ref.get("uid") or "")
+
+
+def queued(kind: WorkloadKind, obj: Mapping[str, Any], default_queue: str | None = None) -> bool:
+    """Is the object one gangq queues: ours, with a queue label (or a namespace's default queue
+    for workloads without one, :meth:`ControllerState.default_queue`)?"""
+    return kind.ours(obj) and (queue_name(obj) or default_queue) is not None
+
+
+def webhook_rules(operations: list[str]) -> list[dict[str, Any]]:
+    """The admission webhook's rules for every registered kind: one rule per group and version, its
+    plurals in registry order (the install's webhook configurations are generated from this by
+    ``hack/gen-chart.py``)."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for kind in KINDS:
+        grouped.setdefault((kind.group, kind.version), []).append(kind.plural)
+    return [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations),
+             "resources": plurals, "scope": "Namespaced"} for (group, version), plurals in grouped.items()]
