@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from gangq.api.batchjob import job_to_workload
 from gangq.api.workload import jobset_to_workload
 from gangq.core.model import WorkloadSpec
 from gangq.integrations.job import JOB
@@ -47,7 +46,7 @@ def test_a_job_is_the_gang_of_its_jobset(bench: ModuleType, cls: str) -> None:
     as_job = bench.job("w", "lq-1", cls, cpu)
     assert as_job["apiVersion"] == "batch/v1" and as_job["spec"]["suspend"] is True
     assert as_job["metadata"]["labels"] == as_jobset["metadata"]["labels"]
-    job_gang = job_to_workload(as_job, workload_priority_classes=PRIORITIES)
+    job_gang = JOB.to_workload(as_job, {}, PRIORITIES)
     jobset_gang = jobset_to_workload(as_jobset, workload_priority_classes=PRIORITIES)
     assert _gang(job_gang) == _gang(jobset_gang)
     assert job_gang.key == "default/job:w" and JOB.workload_name("w") == "job-w"

@@ -1,14 +1,21 @@
-"""A batch/v1 Job as a gang (gangq.api.batchjob): the JobSet's rules on the Job's own paths."""
+"""A batch/v1 Job as a gang (gangq.integrations.job): one pod set of its parallel pods, errors and
+patches on the Job's own paths."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import jsonpatch
 import pytest
 
-from gangq.api.batchjob import job_admission_patch, job_key, job_terminal, job_to_workload, owned_by_another_controller
+from gangq.api.batchjob import job_key, job_terminal, owned_by_another_controller
 from gangq.core import Admission, FlavorSpec, SpecError
 from gangq.core.decisions import PodSetAssignment
+from gangq.integrations.job import JOB
+
+
+def job_to_workload(obj: dict[str, Any]) -> Any:
+    return JOB.to_workload(obj, {}, {})
 
 
 def job(**spec: Any) -> dict[str, Any]:
@@ -53,12 +60,20 @@ def test_the_admission_patch_writes_the_jobs_pod_template_and_unsuspends_it() ->
     flavors = {"a100": FlavorSpec("a100", {"gpu": "a100"}, [])}
     assignment = PodSetAssignment("main", 2, {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": 4}, {})
     admission = Admission("team/job:train", "cq", (assignment,), False, 0.0, {})
-    ops = job_admission_patch(job(), admission, flavors)
+    ops = JOB.admission_ops(job(), admission, flavors)
     paths = {op["path"]: op.get("value") for op in ops}
     assert paths["/spec/template/spec/nodeSelector"] == {"gpu": "a100"}
     assert paths["/spec/suspend"] is False
     assert all(not p.startswith("/spec/replicatedJobs") for p in paths), paths
     assert "/metadata/annotations" in paths  # the originals, for the next admission
+    admitted = jsonpatch.apply_patch(job(), ops)
+    # an evicted Job is only suspended: the API server refuses template changes of a started Job
+    assert JOB.eviction_ops(admitted) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def test_a_job_without_completions_runs_parallelism_pods_and_its_deadline_bounds_its_runtime() -> None:
+    spec = JOB.to_workload(job(completions=None, parallelism=3, activeDeadlineSeconds=600), {}, {})
+    assert spec.pod_sets[0].count == 3 and spec.runtime_limit == 600.0
 
 
 def test_a_job_finishes_from_its_conditions_and_a_child_job_is_not_a_gang() -> None:
