@@ -125,4 +125,13 @@ hack/gen-chart.py. .operations: the admission operations of the entry.
   resources:
   - mpijobs
   scope: Namespaced
+- apiGroups:
+  - ray.io
+  apiVersions:
+  - v1
+  operations: {{ toYaml .operations | nindent 2 }}
+  resources:
+  - rayjobs
+  - rayclusters
+  scope: Namespaced
 {{- end }}
