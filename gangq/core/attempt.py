@@ -398,5 +398,4 @@ class Attempt:
         wl.admission = admission
         ctx.decisions.append(admission)
         self.s.version += 1
-        if self.s.config.pods_ready_timeout is not None:
-            self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
+        self.s.start_ready_timer(wl, now)

@@ -415,8 +415,7 @@ class Engine:
                 self.capacity.delete_pod(pod_key)
                 self.capacity.update_pod(pod)
         self.s.version += 1
-        if self.s.config.pods_ready_timeout is not None:
-            self.s.add_timer(now + self.s.config.pods_ready_timeout, "ready", wl.key, wl.admit_count)
+        self.s.start_ready_timer(wl, now)
         return admission, ("over quota: " + "; ".join(over)) if over else ""
 
     def deactivate(self, key: str, now: float, message: str) -> None:

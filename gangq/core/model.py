@@ -363,6 +363,10 @@ class WorkloadSpec:
     ``min_resources``: an aggregate that must fit the free node capacity of the assigned flavors.
     ``runtime_limit``: seconds the gang may run once admitted (e.g. activeDeadlineSeconds); the
     engine uses it to compute reservations for starving gangs.
+    ``pods_ready_timeout``: seconds this gang has to get ``min_member`` pods running once admitted,
+    instead of the engine's ``EngineConfig.pods_ready_timeout`` (None: the engine's). A gang that
+    carries its own deadline (a coscheduling PodGroup's ``scheduleTimeoutSeconds``) is evicted at
+    that deadline even where the engine's pods-ready timeout is off.
     """
 
     __slots__ = (
@@ -372,6 +376,7 @@ class WorkloadSpec:
         "min_resources",
         "namespace",
         "pod_sets",
+        "pods_ready_timeout",
         "priority",
         "priority_class",
         "queue_name",
@@ -390,6 +395,7 @@ class WorkloadSpec:
         min_resources: Mapping[str, int] | None = None,
         runtime_limit: float | None = None,
         priority_class: str = "",
+        pods_ready_timeout: float | None = None,
     ) -> None:
         self.key = key
         self.namespace = namespace
@@ -401,6 +407,7 @@ class WorkloadSpec:
         self.min_resources: dict[str, int] | None = dict(min_resources) if min_resources else None
         self.runtime_limit = runtime_limit
         self.priority_class = priority_class
+        self.pods_ready_timeout = pods_ready_timeout
 
     @property
     def total_pods(self) -> int:
@@ -436,6 +443,8 @@ class WorkloadSpec:
                     raise SpecError(kind, self.key, f"spec.minResources[{resource}]", "must not be negative")
         if self.runtime_limit is not None and self.runtime_limit <= 0:
             raise SpecError(kind, self.key, "spec.runtimeLimit", "must be positive")
+        if self.pods_ready_timeout is not None and self.pods_ready_timeout <= 0:
+            raise SpecError(kind, self.key, "spec.podsReadyTimeout", "must be positive")
 
 
 class NodeSpec:

@@ -218,6 +218,17 @@ class EngineState:
                     self.request_retry(victim.cq)
         preemptor.holding = []
 
+    def ready_timeout(self, wl: Workload) -> float | None:
+        """Seconds ``wl`` has to get its pods running once admitted: its own, else the engine's."""
+        own = wl.spec.pods_ready_timeout
+        return own if own is not None else self.config.pods_ready_timeout
+
+    def start_ready_timer(self, wl: Workload, now: float) -> None:
+        """``wl`` was admitted: its pods-ready timeout starts (none when it has no timeout)."""
+        timeout = self.ready_timeout(wl)
+        if timeout is not None:
+            self.add_timer(now + timeout, "ready", wl.key, wl.admit_count)
+
     def add_timer(self, time: float, kind: str, key: str, token: int) -> None:
         self.timer_seq += 1
         heapq.heappush(self.timers, (time, self.timer_seq, kind, key, token))

@@ -75,8 +75,9 @@ class Timers:
         cfg = self.s.config
         wl.ready_evictions += 1
         n = wl.ready_evictions
+        timeout = self.s.ready_timeout(wl) or 0.0
         message = (
-            f"fewer than {wl.min_member} pods running {cfg.pods_ready_timeout:.0f}s after admission "
+            f"fewer than {wl.min_member} pods running {timeout:.0f}s after admission "
             f"({wl.running} running); eviction {n}"
         )
         if cfg.backoff_limit is not None and n > cfg.backoff_limit:

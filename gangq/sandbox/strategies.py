@@ -234,6 +234,17 @@ class PodStrategy(Strategy):
         ns_ = new.get("spec") or {}
         if os_ == ns_:
             return
+        if os_.get("schedulingGates"):
+            # A gated pod may get node-selector entries (kube-apiserver's mutable scheduling
+            # directives): how a queueing controller puts its flavor's node labels on a pod it
+            # holds. Entries it had cannot change or go.
+            old_sel = os_.get("nodeSelector") or {}
+            new_sel = ns_.get("nodeSelector") or {}
+            if any(new_sel.get(k) != v for k, v in old_sel.items()):
+                raise invalid(info, name, [("spec.nodeSelector", "FieldValueInvalid",
+                                            "Invalid value: only additions to spec.nodeSelector are allowed "
+                                            "(no mutations or deletions)")])
+            os_ = dict(os_, nodeSelector=ns_.get("nodeSelector"))
         if _without_mutable(os_) != _without_mutable(ns_):
             raise invalid(info, name, [("spec", "FieldValueForbidden",
                                         "Forbidden: pod updates may not change fields other than "
