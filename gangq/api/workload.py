@@ -1,16 +1,13 @@
-"""A JobSet as the gang the engine admits, and the pod-template changes an admission makes.
-
-:func:`jobset_to_workload` maps a queued JobSet to a core :class:`~gangq.core.model.WorkloadSpec`
-(one pod set per replicatedJob). :func:`admission_patch` / :func:`restore_patch` inject an
-admission's flavors into the pod templates and undo exactly that on eviction. Every malformed input
-raises :class:`~gangq.core.errors.SpecError` ``("JobSet", "<ns>/<name>", <field>, <message>)``;
-the operator puts its text on the Workload's status. See docs/api.md, "JobSets and gangs".
+"""The labels and annotations every queued kind shares (queue, priority class, min-member,
+min-resources, runtime limit), their parsers, and the pod-spec parts the gang rules read (node
+affinity, tolerations); the JobSet's own rules: pods per child Job and the runtime bound of its
+Jobs' deadlines. The gang rules themselves are :mod:`gangq.integrations.podsets`. Every malformed
+input raises :class:`~gangq.core.errors.SpecError` naming the kind, the object and the field.
+See docs/api.md, "JobSets and gangs".
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -23,17 +20,10 @@ from gangq.api.jobset import (
     KIND,
     JobSet,
     ReplicatedJob,
-    dump,
-    effective_replicas,
-    parse_jobset,
-    plain_json,
-    pod_template_path,
 )
 from gangq.api.jobset import Toleration as TolerationModel
-from gangq.api.pods import FieldContext, exact_quantity, pod_requests, to_canonical
-from gangq.core.decisions import Admission
+from gangq.api.pods import FieldContext, exact_quantity, to_canonical
 from gangq.core.errors import SpecError
-from gangq.core.model import FlavorSpec, PodSetSpec, WorkloadSpec
 from gangq.core.selectors import NodeAffinity, NodeSelectorRequirement, Toleration
 
 log = logging.getLogger(__name__)
@@ -47,7 +37,8 @@ MIN_RESOURCES_ANNOTATION: Final = "gangq.io/min-resources"
 RUNTIME_LIMIT_ANNOTATION: Final = "gangq.io/runtime-limit"
 ORIGINAL_SCHEDULING_ANNOTATION: Final = "gangq.io/original-pod-scheduling"
 """Set at admission: per replicatedJob the pod template's nodeSelector and tolerations before the
-flavors were injected (``null`` when the field was absent); :func:`restore_patch` puts them back."""
+flavors were injected (``null`` when the field was absent); an eviction puts them back
+(:mod:`gangq.integrations.podsets`)."""
 
 _INT = re.compile(r"^[0-9]+$")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -271,34 +262,7 @@ def tolerations(models: Iterable[TolerationModel], ctx: FieldContext) -> list[To
     return out
 
 
-def _priority(
-    js: JobSet, key: str, priority_classes: Mapping[str, int], workload_priority_classes: Mapping[str, int]
-) -> tuple[int, str]:
-    labels = js.metadata.labels or {}
-    for label in (PRIORITY_CLASS_LABEL, KUEUE_PRIORITY_CLASS_LABEL):
-        name = labels.get(label)
-        if name:
-            if name not in workload_priority_classes:
-                raise SpecError(KIND, key, _label_path(label), f"WorkloadPriorityClass {name!r} does not exist")
-            return workload_priority_classes[name], name
-    rjobs = js.replicated_jobs()
-    for i, rjob in enumerate(rjobs):
-        pod = rjob.template.spec.template.spec
-        if pod is not None and pod.priority_class_name:
-            name = pod.priority_class_name
-            if name not in priority_classes:
-                raise SpecError(
-                    KIND, key, f"{pod_template_path(i)}.priorityClassName", f"PriorityClass {name!r} does not exist"
-                )
-            return priority_classes[name], name
-    for rjob in rjobs:
-        pod = rjob.template.spec.template.spec
-        if pod is not None and pod.priority is not None:
-            return pod.priority, ""
-    return 0, ""
-
-
-def _runtime_limit(js: JobSet, counts: Mapping[str, int]) -> float | None:
+def jobset_runtime_limit(js: JobSet, counts: Mapping[str, int]) -> float | None:
     """An upper bound of the JobSet's run time from its Jobs' activeDeadlineSeconds, or None.
 
     A Job ends (succeeds or fails) within its deadline, and a failure ends the JobSet (or restarts
@@ -340,369 +304,6 @@ def _runtime_limit(js: JobSet, counts: Mapping[str, int]) -> float | None:
     return bound
 
 
-def jobset_to_workload(
-    obj: Mapping[str, Any] | JobSet,
-    *,
-    priority_classes: Mapping[str, int] | None = None,
-    workload_priority_classes: Mapping[str, int] | None = None,
-    default_queue: str | None = None,
-) -> WorkloadSpec:
-    """The gang a queued JobSet asks the engine to admit.
-
-    Raises :class:`NotQueuedError` when the JobSet has no queue label and no ``default_queue``
-    (the LocalQueue of a namespace that queues workloads without one; check :func:`queue_name`
-    first to skip such JobSets), and :class:`SpecError` naming the field for anything malformed.
-    ``priority_classes``: PriorityClass name → value; ``workload_priority_classes``:
-    WorkloadPriorityClass name → value.
-    """
-    js = parse_jobset(obj)
-    key = js.key
-    meta = js.metadata
-    if not meta.name:
-        raise SpecError(KIND, key, "metadata.name", "is required")
-    namespace = meta.namespace or "default"
-    queue = queue_name(js) or default_queue
-    if queue is None:
-        raise NotQueuedError(
-            KIND, key, _label_path(QUEUE_LABEL), f"is not set (nor {KUEUE_QUEUE_LABEL}): the JobSet is not queued"
-        )
-    rjobs = js.replicated_jobs()
-    if not rjobs:
-        raise SpecError(KIND, key, "spec.replicatedJobs", "must list at least one replicatedJob")
-
-    pod_sets: list[PodSetSpec] = []
-    counts: dict[str, int] = {}
-    for i, rjob in enumerate(rjobs):
-        base = f"spec.replicatedJobs[{i}]"
-        if rjob.name in counts:
-            raise SpecError(KIND, key, f"{base}.name", f"duplicate replicatedJob name {rjob.name!r}")
-        count = effective_replicas(rjob) * pods_per_job(rjob, FieldContext(KIND, key, base))
-        counts[rjob.name] = count
-        pod = rjob.template.spec.template.spec
-        ctx = FieldContext(KIND, key, pod_template_path(i))
-        if pod is None:
-            raise SpecError(KIND, key, pod_template_path(i), "is required (the pod template has no spec)")
-        if not pod.containers:
-            raise ctx.error("containers", "must list at least one container")
-        pod_sets.append(
-            PodSetSpec(
-                rjob.name,
-                count,
-                pod_requests(pod, ctx),
-                pod.node_selector,
-                tolerations(pod.tolerations or [], ctx),
-                node_affinity(pod.affinity, ctx),
-            )
-        )
-    total = sum(counts.values())
-    if total == 0:
-        raise SpecError(KIND, key, "spec.replicatedJobs", "the gang has no pods (every replicatedJob runs 0 pods)")
-
-    annotations = meta.annotations or {}
-    min_member: int | None = None
-    if MIN_MEMBER_ANNOTATION in annotations:
-        min_member = parse_min_member(KIND, key, annotations[MIN_MEMBER_ANNOTATION], total)
-    min_resources: dict[str, int] | None = None
-    if MIN_RESOURCES_ANNOTATION in annotations:
-        try:
-            min_resources = parse_min_resources(annotations[MIN_RESOURCES_ANNOTATION])
-        except ValueError as err:
-            raise SpecError(KIND, key, _annotation_path(MIN_RESOURCES_ANNOTATION), str(err)) from err
-    runtime_limit: float | None
-    if RUNTIME_LIMIT_ANNOTATION in annotations:
-        try:
-            runtime_limit = parse_duration(annotations[RUNTIME_LIMIT_ANNOTATION])
-        except ValueError as err:
-            raise SpecError(KIND, key, _annotation_path(RUNTIME_LIMIT_ANNOTATION), str(err)) from err
-    else:
-        runtime_limit = _runtime_limit(js, counts)
-
-    creation_time = 0.0
-    if meta.creation_timestamp is not None:
-        try:
-            creation_time = parse_timestamp(meta.creation_timestamp)
-        except ValueError as err:
-            raise SpecError(KIND, key, "metadata.creationTimestamp", str(err)) from err
-
-    priority, priority_class = _priority(js, key, priority_classes or {}, workload_priority_classes or {})
-    spec = WorkloadSpec(
-        key,
-        namespace,
-        queue,
-        pod_sets,
-        priority=priority,
-        creation_time=creation_time,
-        min_member=min_member,
-        min_resources=min_resources,
-        runtime_limit=runtime_limit,
-        priority_class=priority_class,
-    )
-    spec.validate()
-    return spec
-
-
-# --- admission: inject flavors into pod templates, and undo it ---------------------------------
-
-_MISSING: Final = object()
-
-
-def _as_json(obj: Mapping[str, Any] | JobSet) -> dict[str, Any]:
-    if isinstance(obj, JobSet):
-        return dump(obj)
-    doc: dict[str, Any] = plain_json(obj)
-    parse_jobset(doc)  # validates; the JSON itself is kept as given
-    return doc
-
-
-def toleration_json(t: Toleration) -> dict[str, str]:
-    out = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
-    return {k: v for k, v in out.items() if v}
-
-
-def toleration_identity(t: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
-    return (
-        t.get("key") or "",
-        t.get("operator") or "Equal",
-        t.get("value") or "",
-        t.get("effect") or "",
-        t.get("tolerationSeconds"),
-    )
-
-
-def _pod_spec(doc: dict[str, Any], index: int, key: str) -> dict[str, Any]:
-    try:
-        pod = doc["spec"]["replicatedJobs"][index]["template"]["spec"]["template"]["spec"]
-    except (KeyError, IndexError, TypeError):
-        pod = None
-    if not isinstance(pod, dict):
-        raise SpecError(KIND, key, pod_template_path(index), "is required (the pod template has no spec)")
-    return pod
-
-
-def _rjob_indexes(doc: Mapping[str, Any]) -> dict[str, int]:
-    return {r["name"]: i for i, r in enumerate(doc.get("spec", {}).get("replicatedJobs") or [])}
-
-
-def _originals(doc: Mapping[str, Any], key: str) -> dict[str, dict[str, Any]] | None:
-    text = ((doc.get("metadata") or {}).get("annotations") or {}).get(ORIGINAL_SCHEDULING_ANNOTATION)
-    if text is None:
-        return None
-    field = _annotation_path(ORIGINAL_SCHEDULING_ANNOTATION)
-    try:
-        data: Any = json.loads(text)
-    except ValueError as err:
-        raise SpecError(KIND, key, field, f"is not JSON ({err}); it is written by gangq, do not edit it") from err
-    ok = isinstance(data, dict) and all(
-        isinstance(v, dict)
-        and isinstance(v.get("nodeSelector"), dict | type(None))
-        and isinstance(v.get("tolerations"), list | type(None))
-        for v in data.values()
-    )
-    if not ok:
-        raise SpecError(
-            KIND, key, field, "must map replicatedJob names to {nodeSelector, tolerations}; written by gangq"
-        )
-    originals: dict[str, dict[str, Any]] = data
-    return originals
-
-
-def _set_annotation(doc: dict[str, Any], value: str | None) -> None:
-    meta = doc.setdefault("metadata", {})
-    annotations = meta.get("annotations") or {}
-    if value is None:
-        annotations.pop(ORIGINAL_SCHEDULING_ANNOTATION, None)
-    else:
-        annotations[ORIGINAL_SCHEDULING_ANNOTATION] = value
-    if annotations:
-        meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)  # the API server never returns an empty map
-
-
-def _put(pod: dict[str, Any], field: str, value: Any) -> None:
-    if value is None:
-        pod.pop(field, None)
-    else:
-        pod[field] = copy.deepcopy(value)
-
-
-def apply_admission(
-    obj: Mapping[str, Any] | JobSet,
-    admission: Admission,
-    flavors: Mapping[str, FlavorSpec],
-    *,
-    unsuspend: bool = True,
-) -> dict[str, Any]:
-    """The JobSet's JSON after admission (the input is not changed).
-
-    For each pod set of ``admission`` (named after its replicatedJob) the assigned flavors'
-    nodeLabels are merged into the pod template's nodeSelector and their tolerations appended
-    (skipping ones already there); the template's nodeSelector and tolerations as they were are
-    kept in annotation ``gangq.io/original-pod-scheduling``; ``spec.suspend`` becomes false
-    unless ``unsuspend`` is false. Re-admitting an admitted JobSet starts from the recorded
-    originals, so flavors never pile up. A nodeSelector that contradicts a flavor's nodeLabels
-    (the engine does not assign such a flavor) raises SpecError.
-    """
-    return _admit(_as_json(obj), admission, flavors, unsuspend)
-
-
-def _admit(
-    doc: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec], unsuspend: bool
-) -> dict[str, Any]:
-    key = _raw_key_of(doc)
-    indexes = _rjob_indexes(doc)
-    originals = _originals(doc, key) or {}
-    recorded: dict[str, dict[str, Any]] = {}
-    for ps in admission.pod_sets:
-        if ps.name not in indexes:
-            raise SpecError(KIND, key, "spec.replicatedJobs", f"has no replicatedJob {ps.name!r} (admitted pod set)")
-        index = indexes[ps.name]
-        pod = _pod_spec(doc, index, key)
-        if ps.name in originals:
-            before = originals[ps.name]
-        else:
-            before = {
-                "nodeSelector": copy.deepcopy(pod.get("nodeSelector")),
-                "tolerations": copy.deepcopy(pod.get("tolerations")),
-            }
-        recorded[ps.name] = before
-        selector: dict[str, str] = dict(before.get("nodeSelector") or {})
-        tolerations: list[dict[str, Any]] = [dict(t) for t in before.get("tolerations") or []]
-        seen = {toleration_identity(t) for t in tolerations}
-        for flavor_name in dict.fromkeys(ps.flavors.values()):
-            flavor = flavors.get(flavor_name)
-            if flavor is None:
-                raise SpecError(
-                    KIND, key, pod_template_path(index), f"assigned ResourceFlavor {flavor_name!r} is not known"
-                )
-            for label, value in flavor.node_labels.items():
-                if selector.get(label, value) != value:
-                    raise SpecError(
-                        KIND,
-                        key,
-                        f"{pod_template_path(index)}.nodeSelector[{label}]",
-                        f"is {selector[label]!r} but ResourceFlavor {flavor_name!r} needs {value!r}",
-                    )
-                selector[label] = value
-            for tol in flavor.tolerations:
-                as_json = toleration_json(tol)
-                ident = toleration_identity(as_json)
-                if ident not in seen:
-                    seen.add(ident)
-                    tolerations.append(as_json)
-        _put(pod, "nodeSelector", selector if selector or before.get("nodeSelector") is not None else None)
-        _put(pod, "tolerations", tolerations if tolerations or before.get("tolerations") is not None else None)
-    for name, before in originals.items():  # recorded by an earlier admission, not assigned now
-        if name not in recorded and name in indexes:
-            recorded[name] = before
-    _set_annotation(doc, json.dumps(recorded, sort_keys=True, separators=(",", ":")) if recorded else None)
-    if unsuspend:
-        doc.setdefault("spec", {})["suspend"] = False
-    return doc
-
-
-def restore(obj: Mapping[str, Any] | JobSet, *, suspend: bool = True) -> dict[str, Any]:
-    """The JobSet's JSON with the pod templates' nodeSelector and tolerations as they were before
-    admission (from annotation ``gangq.io/original-pod-scheduling``, which is removed), and
-    ``spec.suspend: true`` unless ``suspend`` is false. Without the annotation only ``suspend``
-    changes. replicatedJobs that no longer exist are skipped."""
-    return _restore(_as_json(obj), suspend)
-
-
-def _restore(doc: dict[str, Any], suspend: bool) -> dict[str, Any]:
-    key = _raw_key_of(doc)
-    originals = _originals(doc, key)
-    if originals is not None:
-        indexes = _rjob_indexes(doc)
-        for name, before in originals.items():
-            if name not in indexes:
-                log.warning("JobSet %s: replicatedJob %r recorded at admission no longer exists", key, name)
-                continue
-            pod = _pod_spec(doc, indexes[name], key)
-            _put(pod, "nodeSelector", before.get("nodeSelector"))
-            _put(pod, "tolerations", before.get("tolerations"))
-        _set_annotation(doc, None)
-    if suspend:
-        doc.setdefault("spec", {})["suspend"] = True
-    return doc
-
-
-def admission_patch(
-    obj: Mapping[str, Any] | JobSet,
-    admission: Admission,
-    flavors: Mapping[str, FlavorSpec],
-    *,
-    unsuspend: bool = True,
-) -> list[dict[str, Any]]:
-    """:func:`apply_admission` as an RFC 6902 JSON Patch (``application/json-patch+json``).
-
-    Each touched replicatedJob is guarded by a ``test`` of its name, so the patch fails instead of
-    writing into the wrong template if the list changed meanwhile.
-    """
-    old = _as_json(obj)
-    return json_patch(old, _admit(plain_json(old), admission, flavors, unsuspend))
-
-
-def restore_patch(obj: Mapping[str, Any] | JobSet, *, suspend: bool = True) -> list[dict[str, Any]]:
-    """:func:`restore` as an RFC 6902 JSON Patch (empty when nothing changes)."""
-    old = _as_json(obj)
-    return json_patch(old, _restore(plain_json(old), suspend))
-
-
-def _raw_key_of(doc: Mapping[str, Any]) -> str:
-    meta = doc.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
-
-
-def _pointer(parts: Iterable[str | int]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def _get(doc: Any, parts: tuple[str | int, ...]) -> Any:
-    for p in parts:
-        if isinstance(p, int):
-            if not isinstance(doc, list) or p >= len(doc):
-                return _MISSING
-            doc = doc[p]
-        else:
-            if not isinstance(doc, dict) or p not in doc:
-                return _MISSING
-            doc = doc[p]
-    return doc
-
-
-def _diff(old: Any, new: Any, parts: tuple[str | int, ...], ops: list[dict[str, Any]]) -> None:
-    a, b = _get(old, parts), _get(new, parts)
-    if a == b:
-        return
-    if b is _MISSING:
-        ops.append({"op": "remove", "path": _pointer(parts)})
-    else:
-        ops.append({"op": "add", "path": _pointer(parts), "value": copy.deepcopy(b)})
-
-
-def json_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSON Patch from ``old`` to ``new`` for the fields admission and restore change: the
-    gangq annotation, ``spec.suspend`` and each replicatedJob's pod nodeSelector / tolerations."""
-    ops: list[dict[str, Any]] = []
-    old_ann = _get(old, ("metadata", "annotations"))
-    new_ann = _get(new, ("metadata", "annotations"))
-    if old_ann is _MISSING or new_ann is _MISSING:
-        _diff(old, new, ("metadata", "annotations"), ops)
-    else:
-        _diff(old, new, ("metadata", "annotations", ORIGINAL_SCHEDULING_ANNOTATION), ops)
-    _diff(old, new, ("spec", "suspend"), ops)
-    for i, rjob in enumerate(_get(new, ("spec", "replicatedJobs")) or []):
-        base: tuple[str | int, ...] = ("spec", "replicatedJobs", i, "template", "spec", "template", "spec")
-        changes: list[dict[str, Any]] = []
-        for field in ("nodeSelector", "tolerations"):
-            _diff(old, new, (*base, field), changes)
-        if changes:
-            ops.append({"op": "test", "path": _pointer(("spec", "replicatedJobs", i, "name")), "value": rjob["name"]})
-            ops.extend(changes)
-    return ops
-
-
 __all__ = [
     "KUEUE_PRIORITY_CLASS_LABEL",
     "KUEUE_QUEUE_LABEL",
@@ -713,10 +314,7 @@ __all__ = [
     "QUEUE_LABEL",
     "RUNTIME_LIMIT_ANNOTATION",
     "NotQueuedError",
-    "admission_patch",
-    "apply_admission",
-    "jobset_to_workload",
-    "json_patch",
+    "jobset_runtime_limit",
     "node_affinity",
     "parse_duration",
     "parse_min_member",
@@ -724,9 +322,5 @@ __all__ = [
     "parse_timestamp",
     "pods_per_job",
     "queue_name",
-    "restore",
-    "restore_patch",
-    "toleration_identity",
-    "toleration_json",
     "tolerations",
 ]

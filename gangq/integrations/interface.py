@@ -62,6 +62,11 @@ class WorkloadKind:
     pod_priority: int = 0  # pod_owner is asked in descending order: a more specific kind first
     child_resources: tuple[Resource, ...] = ()  # objects it creates that the controller reads (RBAC)
     docs: str = ""  # a one-line description: pod sets, suspension, completion (the docs table)
+    pod_sets_field: str = "spec"  # where the object lists its pod sets (errors name it)
+    reference_resources: tuple[Resource, ...] = ()
+    """Other objects its gangs are built from (a TrainJob's runtimes): the controller watches them
+    (get, list, watch), lists them before the kind at a restart, and hands each event to
+    :meth:`reference_event`."""
 
     # --- identity -------------------------------------------------------------------------
 
@@ -118,7 +123,8 @@ class WorkloadKind:
         return podsets.to_workload(self.kind, obj, self.pod_sets(obj), key=self.key_of(obj),
                                    priority_classes=priority_classes,
                                    workload_priority_classes=workload_priority_classes,
-                                   default_queue=default_queue, runtime_limit=self.runtime_limit(obj))
+                                   default_queue=default_queue, runtime_limit=self.runtime_limit(obj),
+                                   sets_field=self.pod_sets_field)
 
     def runtime_limit(self, obj: Mapping[str, Any]) -> float | None:
         """An upper bound of its run time from its own spec (a deadline), or None."""
@@ -127,6 +133,12 @@ class WorkloadKind:
     def signature(self, obj: Mapping[str, Any]) -> tuple[Any, ...]:
         """What the gang is built from besides the spec (a change resubmits it)."""
         return podsets.signature(obj)
+
+    def reference_event(self, resource: Resource, event_type: str, obj: Mapping[str, Any]) -> bool:
+        """A watch event of one of :attr:`reference_resources`; True when the kind's waiting
+        objects may map differently now (the controller maps again those whose
+        :meth:`signature` changed, and the inadmissible ones). None by default."""
+        return False
 
     # --- its state ------------------------------------------------------------------------
 
@@ -165,12 +177,18 @@ class WorkloadKind:
                       flavors: Mapping[str, FlavorSpec]) -> Patch:
         """JSON Patch operations that admit the suspended object: the flavors injected into its
         pod templates (originals recorded), then unsuspended."""
-        return [*podsets.admission_ops(self.kind, obj, self.pod_sets(obj), admission, flavors),
+        return [*podsets.admission_ops(self.kind, obj, self.pod_sets(obj), admission, flavors, self.pod_sets_field),
                 *self.unsuspend_ops(obj)]
 
     def eviction_ops(self, obj: Mapping[str, Any]) -> Patch:
         """JSON Patch operations that undo the admission's pod-template changes and suspend."""
         return [*podsets.restore_ops(self.kind, obj, self.pod_sets(obj)), *self.suspend_ops(obj)]
+
+    def stopped_ops(self, obj: Mapping[str, Any]) -> Patch:
+        """JSON Patch operations written once an evicted gang has stopped (its pods gone, its
+        child Jobs quiet): none by default, :meth:`eviction_ops` restores at once. For a kind whose
+        own webhook refuses the restore while its pods run (a TrainJob's podSpecOverrides)."""
+        return []
 
     def admission_writes(self, obj: Mapping[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec],
                          record: str) -> list[ObjectWrite] | None:

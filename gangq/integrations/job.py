@@ -39,6 +39,7 @@ class JobKind(WorkloadKind):
     plural = batchjob.PLURAL
     workload_prefix = "job-"
     owner_label = "gangq.io/job-name"
+    pod_sets_field = "spec.template"
     pod_priority = 0  # the least specific: every Job-made pod carries the label
     docs = "one pod set `main`; `spec.suspend`; conditions `Complete` / `Failed`"
 

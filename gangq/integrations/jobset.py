@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gangq.api.jobset import parse_jobset
+from gangq.api.jobset import JobSet, effective_replicas, parse_jobset
 from gangq.api.pods import FieldContext
-from gangq.api.workload import effective_replicas, jobset_to_workload, pods_per_job
+from gangq.api.workload import jobset_runtime_limit, pods_per_job
+from gangq.core.errors import SpecError
 from gangq.core.model import WorkloadSpec
+from gangq.integrations import podsets
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.podsets import PodSet, Resource
 from gangq.jobset import constants as js
@@ -29,17 +31,44 @@ def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def jobset_pod_sets(obj: Mapping[str, Any]) -> list[PodSet]:
+def jobset_pod_sets(obj: Mapping[str, Any] | JobSet) -> list[PodSet]:
     """One pod set per replicatedJob: ``replicas`` × the pods one child Job runs at once, its pod
     template at ``spec.replicatedJobs[i].template.spec.template`` (guarded by the name)."""
     parsed = parse_jobset(obj)
     out = []
+    seen: set[str] = set()
     for i, rjob in enumerate(parsed.replicated_jobs()):
         base = f"spec.replicatedJobs[{i}]"
+        if rjob.name in seen:
+            raise SpecError(js.KIND, parsed.key, f"{base}.name", f"duplicate replicatedJob name {rjob.name!r}")
+        seen.add(rjob.name)
         count = effective_replicas(rjob) * pods_per_job(rjob, FieldContext(js.KIND, parsed.key, base))
         out.append(PodSet(rjob.name, count, ("spec", "replicatedJobs", i, "template", "spec", "template"),
                           f"{base}.template.spec.template", guard=(f"/spec/replicatedJobs/{i}/name", rjob.name)))
     return out
+
+
+def jobset_to_workload(
+    obj: Mapping[str, Any] | JobSet,
+    *,
+    priority_classes: Mapping[str, int] | None = None,
+    workload_priority_classes: Mapping[str, int] | None = None,
+    default_queue: str | None = None,
+) -> WorkloadSpec:
+    """The gang a queued JobSet asks the engine to admit: the gang rules
+    (:func:`gangq.integrations.podsets.to_workload`) over its replicatedJobs, its runtime bounded
+    by its Jobs' deadlines (:func:`gangq.api.workload.jobset_runtime_limit`). Raises
+    ``NotQueuedError`` without a queue label and no ``default_queue``, ``SpecError`` naming the
+    field for anything malformed."""
+    parsed = parse_jobset(obj)
+    if not parsed.replicated_jobs():
+        raise SpecError(js.KIND, parsed.key, "spec.replicatedJobs", "must list at least one replicatedJob")
+    pod_sets = jobset_pod_sets(parsed)
+    doc = obj if isinstance(obj, Mapping) else parsed.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    limit = jobset_runtime_limit(parsed, {ps.name: ps.count for ps in pod_sets})
+    return podsets.to_workload(js.KIND, doc, pod_sets, key=JOBSET.key_of(doc), priority_classes=priority_classes,
+                               workload_priority_classes=workload_priority_classes, default_queue=default_queue,
+                               runtime_limit=limit, sets_field="spec.replicatedJobs")
 
 
 class JobSetKind(WorkloadKind):
@@ -53,6 +82,7 @@ class JobSetKind(WorkloadKind):
     pod_priority = 20  # its pods carry their child Job's labels too
     child_resources = (Resource("batch", "v1", "jobs"),)
     docs = "one pod set per replicatedJob; `spec.suspend`; conditions `Completed` / `Failed`"
+    pod_sets_field = "spec.replicatedJobs"
     controlled_by: frozenset[str] = frozenset()  # kinds whose JobSets are theirs (set by the registry)
 
     def key(self, namespace: str, name: str) -> str:

@@ -40,6 +40,7 @@ class KubeflowJobKind(WorkloadKind):
         self.plural = kf.plural
         self.workload_prefix = f"{kf.kind.lower()}-"
         self.owner_label = f"gangq.io/{kf.kind.lower()}-name"
+        self.pod_sets_field = f"spec.{kf.replica_specs}"
         self.docs = ("one pod set per replica type (lower case); `spec.runPolicy.suspend`; "
                      "conditions `Succeeded` / `Failed`; honours `schedulingPolicy.minAvailable`")
 
@@ -65,7 +66,8 @@ class KubeflowJobKind(WorkloadKind):
                     workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         pod_sets = self.pod_sets(obj)
         spec = podsets.to_workload(self.kind, obj, pod_sets, key=self.key_of(obj), priority_classes=priority_classes,
-                                   workload_priority_classes=workload_priority_classes, default_queue=default_queue)
+                                   workload_priority_classes=workload_priority_classes, default_queue=default_queue,
+                                   sets_field=self.pod_sets_field)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         min_available = _min_available(obj)
         if min_available is not None and MIN_MEMBER_ANNOTATION not in annotations:

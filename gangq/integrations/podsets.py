@@ -50,13 +50,12 @@ from gangq.api.workload import (
     parse_min_resources,
     parse_timestamp,
     queue_name,
-    toleration_identity,
-    toleration_json,
     tolerations,
 )
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec, PodSetSpec, WorkloadSpec
+from gangq.core.selectors import Toleration
 
 _MISSING: Final = object()
 
@@ -163,6 +162,7 @@ def to_workload(
     workload_priority_classes: Mapping[str, int] | None = None,
     default_queue: str | None = None,
     runtime_limit: float | None = None,
+    sets_field: str = "spec",
 ) -> WorkloadSpec:
     """The gang of an object of ``kind`` with these pod sets (see the module docstring); ``key``
     is the engine's key of it. Raises :class:`NotQueuedError` without a queue label (and no
@@ -176,7 +176,7 @@ def to_workload(
         raise NotQueuedError(kind, name, f"metadata.labels[{QUEUE_LABEL}]",
                              f"is not set (nor {KUEUE_QUEUE_LABEL}): the {kind} is not queued")
     if not pod_sets:
-        raise SpecError(kind, name, "spec", "has no pod template: the gang has no pods")
+        raise SpecError(kind, name, sets_field, "has no pod template: the gang has no pods")
     specs: list[PodSetSpec] = []
     pods: list[PodSpec] = []
     seen: set[str] = set()
@@ -193,7 +193,7 @@ def to_workload(
                                 tolerations(pod.tolerations or [], ctx), node_affinity(pod.affinity, ctx)))
     total = sum(ps.count for ps in pod_sets)
     if total == 0:
-        raise SpecError(kind, name, "spec", "the gang has no pods (every pod set runs 0 pods)")
+        raise SpecError(kind, name, sets_field, "the gang has no pods (every pod set runs 0 pods)")
     raw_annotations = meta.get("annotations")
     annotations: Mapping[str, Any] = raw_annotations if isinstance(raw_annotations, Mapping) else {}
     min_member: int | None = None
@@ -253,6 +253,23 @@ def _priority(kind: str, name: str, meta: Mapping[str, Any], pod_sets: Sequence[
 # --- admission: inject flavors into pod templates, and undo it ---------------------------------
 
 
+def toleration_json(t: Toleration) -> dict[str, str]:
+    out = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+    return {k: v for k, v in out.items() if v}
+
+
+def toleration_identity(t: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
+    return (
+        t.get("key") or "",
+        t.get("operator") or "Equal",
+        t.get("value") or "",
+        t.get("effect") or "",
+        t.get("tolerationSeconds"),
+    )
+
+
+
+
 def recorded_originals(kind: str, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
     """Per pod set, the nodeSelector and tolerations its template had before admission (annotation
     ``gangq.io/original-pod-scheduling``), or None when nothing is recorded."""
@@ -298,6 +315,8 @@ def _annotation_ops(obj: Mapping[str, Any], value: str | None) -> Patch:
     if current == value:
         return []
     if value is None:
+        if isinstance(annotations, Mapping) and len(annotations) == 1:
+            return [{"op": "remove", "path": "/metadata/annotations"}]  # the API server never returns {}
         return [{"op": "remove", "path": pointer(("metadata", "annotations", ORIGINAL_SCHEDULING_ANNOTATION))}]
     if not isinstance(annotations, Mapping):
         return [{"op": "add", "path": "/metadata/annotations", "value": {ORIGINAL_SCHEDULING_ANNOTATION: value}}]
@@ -330,9 +349,10 @@ def admitted_scheduling(kind: str, name: str, field: str, before: Mapping[str, A
 
 
 def admission_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet], admission: Admission,
-                  flavors: Mapping[str, FlavorSpec]) -> Patch:
+                  flavors: Mapping[str, FlavorSpec], sets_field: str = "spec") -> Patch:
     """The JSON Patch operations that inject ``admission``'s flavors into the pod templates and
-    record what they were (see the module docstring); suspension is the kind's."""
+    record what they were (see the module docstring); suspension is the kind's. ``sets_field``:
+    where the object lists its pod sets, for the error of an admitted pod set it does not have."""
     name = object_name(obj)
     by_name = {ps.name: ps for ps in pod_sets}
     originals = recorded_originals(kind, obj) or {}
@@ -341,7 +361,7 @@ def admission_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet],
     for assigned in admission.pod_sets:
         ps = by_name.get(assigned.name)
         if ps is None:
-            raise SpecError(kind, name, "spec", f"has no pod set {assigned.name!r} (admitted)")
+            raise SpecError(kind, name, sets_field, f"has no pod set {assigned.name!r} (admitted)")
         spec = _template_spec(kind, obj, ps)
         before = originals.get(ps.name) or {"nodeSelector": copy.deepcopy(spec.get("nodeSelector")),
                                             "tolerations": copy.deepcopy(spec.get("tolerations"))}

@@ -12,20 +12,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangq.api.jobset import PodSpec
+from gangq.api.jobset import PodSpec, plain_json
 from gangq.api.pods import FieldContext, pod_requests
 from gangq.api.workload import (
     ORIGINAL_SCHEDULING_ANNOTATION,
     NotQueuedError,
-    admission_patch,
-    apply_admission,
-    jobset_to_workload,
     parse_duration,
     parse_min_resources,
     parse_timestamp,
     queue_name,
-    restore,
-    restore_patch,
 )
 from gangq.core import (
     Admission,
@@ -43,11 +38,39 @@ from gangq.core import (
     Taint,
     Toleration,
 )
+from gangq.integrations import podsets
+from gangq.integrations.jobset import JOBSET, jobset_to_workload
 
 DATA = Path(__file__).parent / "data"
 POD_PATH = "spec.replicatedJobs[0].template.spec.template.spec"
 GI = 1 << 30
 MI = 1 << 20
+
+
+def admission_patch(doc: Any, adm: Any, flavors: Any, *, unsuspend: bool = True) -> list[dict[str, Any]]:
+    """The JobSet kind's admission patch (without the unsuspend when ``unsuspend`` is false)."""
+    if unsuspend:
+        return JOBSET.admission_ops(doc, adm, flavors)
+    return podsets.admission_ops(JOBSET.kind, doc, JOBSET.pod_sets(doc), adm, flavors, JOBSET.pod_sets_field)
+
+
+def apply_admission(doc: Any, adm: Any, flavors: Any, *, unsuspend: bool = True) -> dict[str, Any]:
+    ops = admission_patch(doc, adm, flavors, unsuspend=unsuspend)
+    out: dict[str, Any] = jsonpatch.apply_patch(plain_json(doc), ops)
+    return out
+
+
+def restore_patch(doc: Any, *, suspend: bool = True) -> list[dict[str, Any]]:
+    """The JobSet kind's eviction patch (without the suspend when ``suspend`` is false)."""
+    if suspend:
+        return JOBSET.eviction_ops(doc)
+    return podsets.restore_ops(JOBSET.kind, doc, JOBSET.pod_sets(doc))
+
+
+def restore(doc: Any, *, suspend: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = jsonpatch.apply_patch(plain_json(doc), restore_patch(doc, suspend=suspend))
+    return out
+
 
 
 def pytorch() -> dict[str, Any]:

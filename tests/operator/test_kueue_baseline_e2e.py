@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from gangq.api.workload import jobset_to_workload
 from gangq.core.model import WorkloadSpec
 from gangq.integrations.job import JOB
-from gangq.integrations.jobset import JOBSET
+from gangq.integrations.jobset import JOBSET, jobset_to_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "kueue_baseline_e2e.py"
