@@ -1,0 +1,87 @@
+"""One sample per registered kind for the contract test (tests/integrations/test_contract.py): a
+queued object of the kind, suspended, with at least one pod set, and a pod as the kind's own
+controller would create it for a pod set. A kind added to gangq/integrations/registry.py adds its
+sample here (docs/integrating-a-kind.md)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+NS, NAME, QUEUE = "team", "train", "research"
+
+
+def pod_template(gpus: int = 1) -> dict[str, Any]:
+    return {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "busybox",
+         "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
+                       "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def meta(**extra: Any) -> dict[str, Any]:
+    return {"name": NAME, "namespace": NS, "uid": "uid-1", "generation": 1,
+            "creationTimestamp": "2026-12-01T00:00:00Z", "labels": {"gangq.io/queue-name": QUEUE}, **extra}
+
+
+def pod(labels: dict[str, str], owner_kind: str, owner_name: str = NAME) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{owner_name}-pod", "namespace": NS, "labels": labels,
+                         "ownerReferences": [{"kind": owner_kind, "name": owner_name, "controller": True,
+                                              "uid": "uid-2", "apiVersion": "x/v1"}]},
+            "spec": copy.deepcopy(pod_template()["spec"])}
+
+
+@dataclass(frozen=True)
+class Sample:
+    obj: Callable[[], dict[str, Any]]
+    """A queued, suspended object with its pod sets."""
+    pod: Callable[[str], dict[str, Any]]
+    """A pod of the named pod set, as the kind's controller creates it."""
+    pod_sets: dict[str, int]
+    """Each pod set's name and pod count."""
+
+
+def _jobset() -> dict[str, Any]:
+    def rjob(name: str, replicas: int, pods: int) -> dict[str, Any]:
+        return {"name": name, "replicas": replicas, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "template": pod_template()}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(),
+            "spec": {"suspend": True, "replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)]}}
+
+
+def _job() -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta(),
+            "spec": {"suspend": True, "parallelism": 3, "completions": 3, "template": pod_template()}}
+
+
+def _kubeflow(kind: str, version: str, field: str, types: tuple[str, ...]) -> Callable[[], dict[str, Any]]:
+    def make() -> dict[str, Any]:
+        specs = {t: {"replicas": 1 if i == 0 else 2, "template": pod_template()} for i, t in enumerate(types)}
+        return {"apiVersion": f"kubeflow.org/{version}", "kind": kind, "metadata": meta(),
+                "spec": {"runPolicy": {"suspend": True}, field: specs}}
+    return make
+
+
+def _kubeflow_pod(kind: str, operator: str) -> Callable[[str], dict[str, Any]]:
+    def make(pod_set: str) -> dict[str, Any]:
+        return pod({"training.kubeflow.org/job-name": NAME, "training.kubeflow.org/replica-type": pod_set,
+                    "training.kubeflow.org/operator-name": operator}, kind)
+    return make
+
+
+SAMPLES: dict[str, Sample] = {
+    "JobSet": Sample(_jobset, lambda ps: pod({"jobset.sigs.k8s.io/jobset-name": NAME,
+                                              "jobset.sigs.k8s.io/replicatedjob-name": ps,
+                                              "batch.kubernetes.io/job-name": f"{NAME}-{ps}-0"}, "Job",
+                                             f"{NAME}-{ps}-0"),
+                     {"driver": 1, "workers": 4}),
+    "Job": Sample(_job, lambda ps: pod({"batch.kubernetes.io/job-name": NAME}, "Job"), {"main": 3}),
+    "PyTorchJob": Sample(_kubeflow("PyTorchJob", "v1", "pytorchReplicaSpecs", ("Master", "Worker")),
+                         _kubeflow_pod("PyTorchJob", "pytorchjob-controller"), {"master": 1, "worker": 2}),
+    "TFJob": Sample(_kubeflow("TFJob", "v1", "tfReplicaSpecs", ("Chief", "Worker")),
+                    _kubeflow_pod("TFJob", "tfjob-controller"), {"chief": 1, "worker": 2}),
+    "MPIJob": Sample(_kubeflow("MPIJob", "v2beta1", "mpiReplicaSpecs", ("Launcher", "Worker")),
+                     _kubeflow_pod("MPIJob", "mpi-operator"), {"launcher": 1, "worker": 2}),
+}
