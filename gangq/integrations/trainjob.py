@@ -53,13 +53,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gangq.api.workload import toleration_identity
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec, WorkloadSpec
 from gangq.integrations import podsets
 from gangq.integrations.interface import ObjectWrite, WorkloadKind
-from gangq.integrations.podsets import Patch, PodSet, Resource, object_name, pointer
+from gangq.integrations.podsets import Patch, PodSet, Resource, object_name, pointer, toleration_identity
 from gangq.jobset import constants as js
 
 GROUP: Final = "trainer.kubeflow.org"
@@ -337,6 +336,7 @@ class TrainJobKind(WorkloadKind):
     pod_priority = 25  # above the JobSet's: its pods carry its JobSet's labels
     child_resources = (Resource(js.GROUP, js.VERSION, js.PLURAL), PODGROUPS)
     reference_resources = (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
+    pod_sets_field = "spec.runtimeRef"
     docs = ("one pod set per replicatedJob of its runtime (TrainingRuntime / ClusterTrainingRuntime) with "
             "`numNodes`, `resourcesPerNode` and `podSpecOverrides`; `spec.suspend`; flavors through "
             "`podSpecOverrides`; conditions `Complete` / `Failed`")
@@ -389,7 +389,7 @@ class TrainJobKind(WorkloadKind):
         return podsets.to_workload(self.kind, self.resolved(obj), self.pod_sets(obj), key=self.key_of(obj),
                                    priority_classes=priority_classes,
                                    workload_priority_classes=workload_priority_classes,
-                                   default_queue=default_queue)
+                                   default_queue=default_queue, sets_field=self.pod_sets_field)
 
     def signature(self, obj: Mapping[str, Any]) -> tuple[Any, ...]:
         """Besides the TrainJob's own: its runtime's uid and generation (None while it does not

@@ -242,7 +242,8 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
     # every registered kind (gangq/integrations/registry.py): watched, suspended, admitted and
     # evicted; the objects it creates that the controller reads
     kinds = {(k.group, k.plural, verb) for k in KINDS for verb in QUEUE_VERBS}
-    kinds |= {(r.group, r.plural, verb) for k in KINDS for r in k.child_resources for verb in ("get", "list", "watch")}
+    kinds |= {(r.group, r.plural, verb) for k in KINDS for r in (*k.child_resources, *k.reference_resources)
+              for verb in ("get", "list", "watch")}
     assert kinds <= granted, f"deploy/base/rbac.yaml does not grant: {sorted(kinds - granted)}"
     jobset_controller = {
         ("batch", "jobs", "create"),
