@@ -98,6 +98,10 @@ class WorkloadKind:
         full = f"{self.workload_prefix}{name}"
         return full if len(full) <= 253 else full[:240] + "-" + secrets.token_hex(4)
 
+    def workload_name_of(self, obj: Mapping[str, Any]) -> str:
+        """The name of the object's Workload (:meth:`workload_name` of its name)."""
+        return self.workload_name(str((obj.get("metadata") or {}).get("name")))
+
     # --- what it is -----------------------------------------------------------------------
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
@@ -158,6 +162,10 @@ class WorkloadKind:
     def pod_selector(self, name: str) -> str:
         """The label selector of the object's pods."""
         raise NotImplementedError
+
+    def pod_query(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        """The list parameters that select the object's pods (its :meth:`pod_selector`)."""
+        return {"labelSelector": self.pod_selector(str((obj.get("metadata") or {}).get("name")))}
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
         """The gang key and pod set of a pod of this kind, or None for another kind's pod."""

@@ -68,7 +68,7 @@ class Entry:
         self.message = "waiting for the first scheduling cycle"
         self.requeue: dict[str, Any] | None = None
         self.conditions: dict[str, dict[str, Any]] = {}
-        self.wl_name = kind.workload_name(self.name)
+        self.wl_name = kind.workload_name_of(obj)
         self.created = False
         self.due: float | None = None  # when the Workload status is next written (None: clean)
         self.last_written: dict[str, Any] | None = None

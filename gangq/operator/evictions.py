@@ -299,6 +299,7 @@ class EvictionResync:
         ns = entry.namespace
         client = self.state.client
         selector = entry.kind.pod_selector(entry.name)
+        pod_query = entry.kind.pod_query(entry.obj)
         child_jobs = entry.kind.has_child_jobs
         own_job = entry.kind is JOB
         path = entry.kind.path(ns, entry.name)
@@ -331,10 +332,10 @@ class EvictionResync:
         async def read() -> None:
             try:
                 pods, (jobs, newest) = await asyncio.gather(
-                    client.list(pods_path, {"labelSelector": selector}), jobs_read())
+                    client.list(pods_path, pod_query), jobs_read())
                 listed_at = resource_version(pods)
                 if newest and (newest < 0 or listed_at < newest):
-                    pods = await client.list(pods_path, {"labelSelector": selector})
+                    pods = await client.list(pods_path, pod_query)
             except ApiError as err:
                 log.warning("resync of stopping %s %s failed: %s", entry.kind.kind, key, err)
                 return

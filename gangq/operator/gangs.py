@@ -81,6 +81,8 @@ class Gangs:
         self.fronts: set[str] = set()  # ClusterQueues whose first pending gang may have changed
         self.workload_priority_classes: dict[str, int] = {}
         self.priority_classes: dict[str, int] = {}
+        # objects our object-by-object writes returned (a pod group's pods): fed to their gang
+        self.objects_written: Callable[[list[Mapping[str, Any]], float], None] = lambda objects, now: None
 
     # ------------------------------------------------------------------------------------------
     # Submission
@@ -570,6 +572,8 @@ class Gangs:
             entry.obj = new
             entry.rv = resource_version(new)
             self.state.rvs[(entry.kind.plural, object_key(new))] = entry.rv
+        if obj.get("objects"):
+            self.objects_written(obj["objects"], now)
         if entry.state == "Evicting":
             self.maybe_eviction_done(entry, now)
 
@@ -579,6 +583,8 @@ class Gangs:
         if entry is None:
             return
         entry.writing = False
+        if obj.get("objects"):
+            self.objects_written(obj["objects"], now)
         if entry.state != "Admitted":
             return
         log.warning("%s %s: admission write failed (%s); requeueing", entry.kind.kind, key, obj.get("error"))

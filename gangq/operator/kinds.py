@@ -18,9 +18,11 @@ from gangq.api import queues
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
 from gangq.integrations.job import JOB
+from gangq.integrations.podgroup import PODGROUP
 from gangq.integrations.registry import BY_PLURAL, pod_gang
 from gangq.operator.evictions import RESYNCED
 from gangq.operator.gangs import Gangs
+from gangq.operator.podgroups import PodGroupFeed
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
 from gangq.operator.translate import (
@@ -54,6 +56,8 @@ class Kinds:
         self._applied: dict[tuple[str, str], Any] = {}  # what the engine last got per configuration object
         self._bound_pods: set[str] = set()  # pods on a node that the engine holds
         self.deleting_queues: dict[str, dict[str, Any]] = {}  # ClusterQueues deleting, with our finalizer on
+        self.pod_groups = PodGroupFeed(gangs)
+        gangs.objects_written = self.pod_groups.written
         self.handlers: dict[str, Handler] = {
             "resourceflavors": self.resource_flavor,
             "cohorts": self.cohort,
@@ -66,6 +70,7 @@ class Kinds:
             "pods": self.pod,
             **{plural: gangs.queued_kind_event(kind) for plural, kind in BY_PLURAL.items()},
             JOB.plural: gangs.job_event,  # a JobSet's child Jobs come through the same watch
+            PODGROUP.plural: self.pod_groups.podgroup_event,  # a group's gang is assembled with its pods
             "workloads": gangs.workload_event,
         }
         self.outcomes: dict[str, Handler] = {WRITTEN: gangs.written, ADMISSION_FAILED: gangs.admission_failed,
@@ -254,6 +259,8 @@ class Kinds:
             self._bound_pods.add(key)
         if gang is not None:
             self.gangs.pods_changed(gang, now)
+            if PODGROUP.pod_owner(obj) == owner:  # a pod group's: its gang is assembled from its pods
+                self.pod_groups.pod_event(event_type, obj, now)
 
 
 def _set_priority(classes: dict[str, int], event_type: str, obj: dict[str, Any], key: str) -> None:

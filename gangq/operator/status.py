@@ -154,10 +154,7 @@ class Statuses:
                 "name": entry.wl_name,
                 "namespace": entry.namespace,
                 "labels": {entry.kind.owner_label: entry.name[:63]},
-                "ownerReferences": [{
-                    "apiVersion": entry.kind.api_version, "kind": entry.kind.kind, "name": entry.name,
-                    "uid": entry.uid, "controller": True, "blockOwnerDeletion": True,
-                }],
+                "ownerReferences": [entry.kind.owner_reference(entry.obj)],
             },
             "spec": spec,
         }

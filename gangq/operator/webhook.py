@@ -53,8 +53,10 @@ from gangq.api.workload import (
     queue_name,
 )
 from gangq.core.errors import SpecError
+from gangq.integrations import podgroup
 from gangq.integrations.interface import WorkloadKind
-from gangq.integrations.registry import BY_KIND
+from gangq.integrations.podgroup import PODGROUP
+from gangq.integrations.registry import BY_KIND, pod_gang
 from gangq.operator.certs import Certificates, certificates
 from gangq.operator.config import OperatorConfig
 from gangq.operator.kube import ApiError, KubeClient, resource_path
@@ -90,6 +92,7 @@ class Request:
     namespace: str
     obj: Mapping[str, Any]
     old: Mapping[str, Any] | None
+    pod: bool = False  # a core/v1 Pod (a pod group's member is gated at creation)
 
     @property
     def ref(self) -> str:
@@ -128,7 +131,8 @@ def parse_review(body: Any) -> Request:
         raise ReviewError("request.oldObject of an UPDATE is not an object", uid)
     obj = obj if isinstance(obj, dict) else {}
     namespace = req.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "default"
-    return Request(uid, operation, kind, str(namespace), obj, old if isinstance(old, dict) else None)
+    pod = gvk.get("group", "") == "" and gvk.get("kind") == "Pod"
+    return Request(uid, operation, kind, str(namespace), obj, old if isinstance(old, dict) else None, pod)
 
 
 def allowed(uid: str) -> dict[str, Any]:
@@ -159,12 +163,37 @@ def mutate(req: Request, default_queue: str | None = None) -> dict[str, Any]:
     """The answer to ``/mutate`` (see the module docstring). ``default_queue``: the LocalQueue the
     object goes to without a queue label (its namespace's, under manageJobsWithoutQueueName), else None."""
     kind = req.kind
+    if req.pod and req.operation == "CREATE":
+        return mutate_pod(req)
     if req.operation != "CREATE" or kind is None or not _queued(req, default_queue) or kind.suspended(req.obj):
         return allowed(req.uid)
     ops = kind.suspend_ops(req.obj)
     if not isinstance(req.obj.get("spec"), dict):
         ops = [{"op": "add", "path": "/spec", "value": {}}, *ops]
     log.debug("webhook: suspending %s at creation (queue %s)", req.ref, queue_name(req.obj) or default_queue)
+    return {**allowed(req.uid), "patchType": "JSONPatch",
+            "patch": base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()}
+
+
+def mutate_pod(req: Request) -> dict[str, Any]:
+    """A pod created in a pod group (a PodGroup's, a Kueue group's) or alone with a queue label
+    gets the scheduling gate ``gangq.io/admission``: it waits for its group's admission. A pod of
+    any other queued kind (a Job's, a JobSet's …) is never gated: that kind is suspended as a
+    whole, and its pods come only once it is admitted."""
+    pod = req.obj
+    owner = pod_gang(pod)
+    if owner is None or PODGROUP.pod_owner(pod) != owner or podgroup.gated(pod):
+        return allowed(req.uid)
+    gate = {"name": podgroup.GATE}
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        ops: list[dict[str, Any]] = [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
+    elif isinstance(spec.get("schedulingGates"), list):
+        ops = [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+    else:
+        ops = [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
+    log.debug("webhook: gating pod %s/%s of gang %s", req.namespace,
+              (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName"), owner[0])
     return {**allowed(req.uid), "patchType": "JSONPatch",
             "patch": base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()}
 

@@ -36,6 +36,7 @@ from typing import Any, Final, Literal
 
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
+from gangq.integrations.interface import ObjectWrite
 from gangq.operator.entry import Entry
 from gangq.operator.kube import JSON_PATCH, ApiError, resource_path
 from gangq.operator.state import ControllerState
@@ -172,6 +173,14 @@ class Writer:
         recorded = json.dumps(admission_json(d), sort_keys=True, separators=(",", ":"))
         key = entry.key
         entry.writing = True
+        try:
+            writes = entry.kind.admission_writes(obj, d, flavors, recorded)
+        except SpecError as err:
+            self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
+            return
+        if writes is not None:
+            self._write_objects(entry, writes, admission=d)
+            return
 
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
@@ -258,6 +267,10 @@ class Writer:
         obj = entry.obj
         entry.writing = True
         record = eviction or event
+        writes = entry.kind.eviction_writes(obj) if restore else None
+        if writes is not None:
+            self._write_objects(entry, writes, event=event)
+            return
 
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
@@ -311,6 +324,61 @@ class Writer:
             self.report(WRITTEN, {"key": key})
 
         self.spawn(key, write, lane="critical")
+
+    def _write_objects(self, entry: Entry, writes: list[ObjectWrite], *, admission: Admission | None = None,
+                       event: tuple[str, str] | None = None) -> None:
+        """The writes of a kind that is admitted or evicted object by object (a pod group: a patch
+        or a deletion per pod), in the critical lane. An object gone meanwhile is skipped; an
+        admission patch the API server refuses fails the admission (the gang is requeued; its
+        pods still gated stay so); an eviction's failed deletion is logged and resynced by the
+        eviction's reads. The patched objects go back with the outcome (``objects``), so the
+        loop sees them before their watch events."""
+        key = entry.key
+
+        async def one(w: ObjectWrite) -> Mapping[str, Any] | None:
+            if w.patch is None:
+                body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+                if w.uid:
+                    body["preconditions"] = {"uid": w.uid}
+                await self.state.client.request("DELETE", w.path, body=body)
+                return None
+            return await self.state.client.patch(w.path, w.patch, JSON_PATCH)
+
+        async def write() -> None:
+            results = await asyncio.gather(*(one(w) for w in writes), return_exceptions=True)
+            objects = [r for r in results if isinstance(r, Mapping)]
+            errors = [r for r in results if isinstance(r, BaseException)
+                      and not (isinstance(r, ApiError) and r.status == 404)]
+            if errors and admission is not None:
+                self.report(ADMISSION_FAILED, {"key": key, "error": "; ".join(map(str, errors)), "objects": objects})
+                return
+            for err in errors:
+                log.warning("%s %s: eviction write failed: %s", entry.kind.kind, key, err)
+            self.report(WRITTEN, {"key": key, "objects": objects})
+            if admission is not None and self.state.config.events.admission:
+                self.post_event(entry, "Normal", "Admitted", f"Admitted by ClusterQueue {admission.cluster_queue}")
+            if event is not None and self.state.config.events.eviction:
+                reason, message = event
+                self.post_event(entry, "Warning" if reason != "Preempted" else "Normal",
+                                "Preempted" if reason == "Preempted" else "Evicted", message)
+
+        self.spawn(key, write, lane="critical")
+
+    def write_status(self, entry: Entry, writes: list[ObjectWrite]) -> None:
+        """Status writes of the queued object itself (a PodGroup's phase and counts), in the
+        background lane; a failed one is logged (the next change writes it again)."""
+
+        async def write() -> None:
+            for w in writes:
+                if w.patch is None:
+                    continue
+                try:
+                    await self.state.client.patch(f"{w.path}/{w.subresource}" if w.subresource else w.path,
+                                                  w.patch, JSON_PATCH, want_body=False)
+                except ApiError as err:
+                    log.debug("%s %s: status not written: %s", entry.kind.kind, entry.key, err)
+
+        self.spawn(f"status:{entry.key}", write)
 
     # ------------------------------------------------------------------------------------------
     # ClusterQueues

@@ -244,7 +244,9 @@ class PodStrategy(Strategy):
                 raise invalid(info, name, [("spec.nodeSelector", "FieldValueInvalid",
                                             "Invalid value: only additions to spec.nodeSelector are allowed "
                                             "(no mutations or deletions)")])
-            os_ = dict(os_, nodeSelector=ns_.get("nodeSelector"))
+            os_ = {k: v for k, v in os_.items() if k != "nodeSelector"}
+            if "nodeSelector" in ns_:
+                os_["nodeSelector"] = ns_["nodeSelector"]
         if _without_mutable(os_) != _without_mutable(ns_):
             raise invalid(info, name, [("spec", "FieldValueForbidden",
                                         "Forbidden: pod updates may not change fields other than "

@@ -134,4 +134,20 @@ hack/gen-chart.py. .operations: the admission operations of the entry.
   - rayjobs
   - rayclusters
   scope: Namespaced
+- apiGroups:
+  - trainer.kubeflow.org
+  apiVersions:
+  - v1alpha1
+  operations: {{ toYaml .operations | nindent 2 }}
+  resources:
+  - trainjobs
+  scope: Namespaced
+- apiGroups:
+  - scheduling.x-k8s.io
+  apiVersions:
+  - v1alpha1
+  operations: {{ toYaml .operations | nindent 2 }}
+  resources:
+  - podgroups
+  scope: Namespaced
 {{- end }}

@@ -1,0 +1,54 @@
+"""Pod groups in the controller: PodGroup and pod watch events → the assembled groups
+(:class:`gangq.integrations.podgroup.PodGroups`) → the gangs' handler (:meth:`Gangs.object_event`),
+and the PodGroups' status.
+
+A group has no object of its own to watch: its gang object is assembled from its PodGroup (if
+any) and its pods, and handed to the gangs as a watch event of the ``podgroups`` kind would be.
+The pods' own bookkeeping (node capacity, PodsReady, the end of an eviction) is done first by
+:meth:`Kinds.pod`, so a group whose last ungated pod is gone is stopped when its gang hears of it.
+The pods our admission patched are fed in with the patch's outcome, before their watch events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gangq.integrations.podgroup import PODGROUP, PodGroups
+from gangq.operator.gangs import Gangs
+
+
+class PodGroupFeed:
+    """The assembled pod groups, fed from the watches and our writes' outcomes."""
+
+    __slots__ = ("gangs", "groups")
+
+    def __init__(self, gangs: Gangs) -> None:
+        self.gangs = gangs
+        self.groups = PodGroups()
+
+    def podgroup_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """A PodGroup's watch event."""
+        self._hand_on(self.groups.podgroup_event(event_type, obj), now)
+
+    def pod_event(self, event_type: str, pod: Mapping[str, Any], now: float) -> None:
+        """A pod's watch event, after the pod's own bookkeeping."""
+        self._hand_on(self.groups.pod_event(event_type, pod), now)
+
+    def written(self, pods: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Pods as our admission patched them."""
+        for pod in pods:
+            self._hand_on(self.groups.pod_event("MODIFIED", pod), now)
+
+    def _hand_on(self, event: tuple[str, dict[str, Any]] | None, now: float) -> None:
+        if event is None:
+            return
+        event_type, obj = event
+        self.gangs.object_event(PODGROUP, event_type, obj, now)
+        if event_type == "DELETED":
+            return
+        entry = self.gangs.state.entries.get(PODGROUP.key_of(obj))
+        if entry is not None:
+            writes = PODGROUP.status_writes(obj)
+            if writes:
+                self.gangs.writer.write_status(entry, writes)
