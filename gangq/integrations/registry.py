@@ -17,10 +17,14 @@ from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET, controller_ref
 from gangq.integrations.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
+from gangq.integrations.podgroup import PODGROUP
 from gangq.integrations.ray import RAYCLUSTER, RAYJOB
+from gangq.integrations.trainjob import TRAINJOB
 
-KINDS: Final[tuple[WorkloadKind, ...]] = (JOBSET, JOB, PYTORCHJOB, TFJOB, MPIJOB, RAYJOB, RAYCLUSTER)
-"""Every kind gangq queues, in the order a restart lists them."""
+KINDS: Final[tuple[WorkloadKind, ...]] = (JOBSET, JOB, PYTORCHJOB, TFJOB, MPIJOB, RAYJOB, RAYCLUSTER, TRAINJOB,
+                                          PODGROUP)
+"""Every kind gangq queues, in the order a restart lists them (pod groups last: their gangs are
+assembled from the pods, listed before them)."""
 
 BY_PLURAL: Final[dict[str, WorkloadKind]] = {k.plural: k for k in KINDS}
 BY_KIND: Final[dict[str, WorkloadKind]] = {k.kind: k for k in KINDS}
@@ -29,6 +33,9 @@ OPTIONAL: Final = frozenset(k.plural for k in KINDS if k.optional)
 _BY_POD_PRIORITY: Final = tuple(sorted(KINDS, key=lambda k: -k.pod_priority))
 
 JOBSET.controlled_by = frozenset(k.kind for k in KINDS if JOBSET.resource in k.child_resources)
+PODGROUP.controlled_by = frozenset(k.kind for k in KINDS if k is not PODGROUP)
+"""A PodGroup another queued kind creates (the training operator's, for a PyTorchJob) is that
+kind's gang."""
 
 
 def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
