@@ -120,11 +120,18 @@ class WorkloadKind:
         except Exception:  # a malformed object: its Workload still gets a name
             return ["main"]
 
+    def gang_view(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The document its pod sets' paths point into: the object itself, or the object with
+        what its controller adds written out (a RayJob's default submitter, a TrainJob's runtime
+        resolved with its overrides). Read only, never written back."""
+        return obj
+
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
                     workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         """The gang; ``default_queue`` for an object without a queue label. Raises
         ``NotQueuedError`` without a queue and ``SpecError`` naming the object's field."""
-        return podsets.to_workload(self.kind, obj, self.pod_sets(obj), key=self.key_of(obj),
+        view = self.gang_view(obj)
+        return podsets.to_workload(self.kind, view, self.pod_sets(obj), key=self.key_of(obj),
                                    priority_classes=priority_classes,
                                    workload_priority_classes=workload_priority_classes,
                                    default_queue=default_queue, runtime_limit=self.runtime_limit(obj),

@@ -41,6 +41,9 @@ class Sample:
     """A pod of the named pod set, as the kind's controller creates it."""
     pod_sets: dict[str, int]
     """Each pod set's name and pod count."""
+    break_cpu: Callable[[dict[str, Any], str], None] | None = None
+    """For a kind whose first pod set's template is not in the object itself (a TrainJob's is in
+    its runtime): set that template's first container's cpu request to the given text."""
 
 
 def _jobset() -> dict[str, Any]:
