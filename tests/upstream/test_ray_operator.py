@@ -1,0 +1,335 @@
+"""gangq queues RayJobs and RayClusters that KubeRay's own operator (v1.5.0, built from
+``hack/upstream/kuberay``, its CRDs from the pinned module) runs, on the real control plane with
+kwok's nodes.
+
+Two gangs that fit the ClusterQueue's quota but not the one node together run one at a time: no
+gang is admitted while another's pods still hold the node, and no pod is bound before its gang is
+admitted (both checked at every poll). An eviction (the Workload deactivated) stops the whole gang
+— KubeRay deletes the RayJob's RayCluster and submitter Job — and the next gang is admitted only
+once those pods are gone.
+
+What "finished" means here: kwok runs no Ray, so KubeRay never learns a Ray job's status from the
+Ray dashboard (it cannot reach one). The one way KubeRay ends a RayJob without the dashboard is its
+submitter Job failing: the RayJob becomes ``Failed`` (reason ``SubmissionFailed``) at once, and
+with ``shutdownAfterJobFinishes`` KubeRay deletes its RayCluster. So the RayJobs here have a
+submitter pod that exits 1 after two seconds (kwok's stage annotations) and a submitter
+``backoffLimit`` of 0. (A submitter that succeeds ends the RayJob ``Failed`` too, 30 s later, when
+the dashboard never reports the Ray job.) A RayCluster never finishes on its own: deleting it is
+its "done".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gangq.controlplane import upstream
+from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.sandbox.errors import ApiError
+from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+from tests.clusters import RealCluster
+from tests.conftest import _unavailable, require_real_control_plane
+from tests.controlplane.kube import RUN_CONFIG as CONFIG
+from tests.controlplane.kube import gangq_run, get, wait_for
+
+from .operators import install_crds, kuberay_crds, kuberay_operator
+
+NS = "ray-queue"
+NODES = "1x{cpu:4,memory:16Gi}[pool=ray]"
+QUEUE = {"gangq.io/queue-name": "user-queue"}
+RUNS_FOREVER = {"sandbox.gangq.io/run-seconds": "-1"}
+RAYJOB_LABEL = "gangq.io/rayjob-name"
+ADMISSION = "gangq.io/admission"
+
+
+@pytest.fixture(scope="session")
+def ray_operator() -> Path:
+    """KubeRay's operator binary, built from the pin when missing (Go needed the first time only)."""
+    from gangq.controlplane.build import BuildError, go_binary
+
+    require_real_control_plane()
+    if go_binary() is None and not (upstream.bin_dir("kuberay") / "ray-operator").is_file():
+        _unavailable("Go is not installed and KubeRay's operator is not built")
+    try:
+        return upstream.build_operator("kuberay") / "ray-operator"
+    except BuildError as err:
+        _unavailable(f"KubeRay's operator did not build: {err}")
+        raise
+
+
+def _queues(store: Any) -> None:
+    store.create("gangq.io", "resourceflavors", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "ray-nodes"},
+        "spec": {"nodeLabels": {"pool": "ray"}}})
+    store.create("gangq.io", "clusterqueues", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+            {"name": "ray-nodes", "resources": [{"name": "cpu", "nominalQuota": "16"},
+                                                {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
+    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
+                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
+                 namespace=NS)
+
+
+def _delete_ray_objects(store: Any) -> None:
+    """Delete what is left of the test's RayJobs and RayClusters, their finalizers removed (the
+    operator that removes them stops with the test)."""
+    for plural in ("rayjobs", "rayclusters"):
+        for obj in store.list("ray.io", plural, NS)["items"]:
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiError):
+                    store.patch("ray.io", plural, NS, name, [{"op": "remove", "path": "/metadata/finalizers"}],
+                                "json")
+            with contextlib.suppress(ApiError):
+                store.delete("ray.io", plural, NS, name, propagation_policy="Background")
+
+
+@pytest.fixture
+def cluster(real_cluster: RealCluster, ray_operator: Path, tmp_path: Path) -> Iterator[RealCluster]:
+    real_cluster.reset(NODES)
+    cp = real_cluster.cp
+    install_crds(cp, kuberay_crds())
+    store = real_cluster.store
+    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    wait_for(lambda: get(cp, f"/api/v1/namespaces/{NS}/serviceaccounts/default"), 30, "the default SA")
+    _queues(store)
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
+    with kuberay_operator(cp, ray_operator, tmp_path / "kuberay"), \
+            gangq_run(real_cluster.controller_kubeconfig, CONFIG, tmp_path, lambda: get(cp, lease),
+                      "the controller to take its lease"):
+        try:
+            yield real_cluster
+        finally:
+            _delete_ray_objects(store)
+    real_cluster.reset(DEFAULT_NODE_SPEC)
+
+
+# --- objects ------------------------------------------------------------------------------------------
+
+
+def _pod_template(cpu: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"annotations": dict(annotations)}, "spec": {
+        "terminationGracePeriodSeconds": 0, **spec,
+        "containers": [{"name": "ray", "image": "rayproject/ray:2.41.0", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def cluster_spec() -> dict[str, Any]:
+    """A head of 1 cpu and two workers of 1 cpu, running until deleted."""
+    return {"rayVersion": "2.41.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": _pod_template("1", RUNS_FOREVER)},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                  "rayStartParams": {}, "template": _pod_template("1", RUNS_FOREVER)}]}
+
+
+def rayjob(name: str, *, submitter: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"suspend": True, "entrypoint": "python -c 'print(1)'", "shutdownAfterJobFinishes": True,
+                            "rayClusterSpec": cluster_spec()}
+    if submitter is not None:
+        spec["submitterPodTemplate"] = submitter
+        spec["submitterConfig"] = {"backoffLimit": 0}
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "labels": dict(QUEUE)},
+            "spec": spec}
+
+
+def failing_submitter() -> dict[str, Any]:
+    """A submitter pod that exits 1 after two seconds: KubeRay fails the RayJob at once."""
+    template = _pod_template("500m", {"sandbox.gangq.io/run-seconds": "2", "sandbox.gangq.io/exit-code": "1"},
+                             restartPolicy="Never")
+    template["spec"]["containers"][0]["name"] = "ray-job-submitter"
+    return template
+
+
+def raycluster(name: str) -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name, "labels": dict(QUEUE)},
+            "spec": {"suspend": True, **cluster_spec()}}
+
+
+# --- watching the gangs ----------------------------------------------------------------------------------
+
+
+def _live(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class Gangs:
+    """Reads the gangs of one kind and their pods; every :meth:`poll` checks that no gang is
+    admitted while another's pods are alive, and that no pod is bound before its gang's admission.
+
+    ``gang_of(pod)`` names a pod's gang from KubeRay's and the Job controller's labels alone."""
+
+    def __init__(self, store: Any, plural: str, gang_of: Callable[[dict[str, Any]], str | None]) -> None:
+        self.store = store
+        self.plural = plural
+        self.gang_of = gang_of
+        self.ever_admitted: set[str] = set()
+        self.bound: dict[str, float] = {}  # gang → when a pod of it was first seen bound
+
+    def objects(self) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in self.store.list("ray.io", self.plural, NS)["items"]}
+
+    def admitted(self, objects: dict[str, dict[str, Any]]) -> set[str]:
+        """The gangs admitted and not finished (a finished RayJob keeps gangq's admission record)."""
+        return {name for name, o in objects.items()
+                if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"].get("suspend")
+                and (o.get("status") or {}).get("jobDeploymentStatus") not in ("Complete", "Failed")}
+
+    def pods(self) -> list[dict[str, Any]]:
+        return list(self.store.list("", "pods", NS)["items"])
+
+    def poll(self) -> dict[str, list[dict[str, Any]]]:
+        """The pods of each gang (finished ones too), after checking the two rules."""
+        before = self.admitted(self.objects())
+        self.ever_admitted |= before
+        pods = self.pods()
+        after = self.admitted(self.objects())
+        self.ever_admitted |= after
+        alive: dict[str, list[dict[str, Any]]] = {}
+        every: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            gang = self.gang_of(pod)
+            assert gang is not None, f"a pod of no gang: {pod['metadata']['name']} {pod['metadata'].get('labels')}"
+            every.setdefault(gang, []).append(pod)
+            if _live(pod):
+                alive.setdefault(gang, []).append(pod)
+            if pod["spec"].get("nodeName"):
+                assert gang in self.ever_admitted, f"pod {pod['metadata']['name']} of {gang} bound before admission"
+                self.bound.setdefault(gang, time.monotonic())
+        for gang in before:
+            others = sorted(g for g in alive if g != gang)
+            assert not others, f"{gang} admitted while pods of {others} are alive: " + ", ".join(
+                p["metadata"]["name"] for g in others for p in alive[g])
+        return every
+
+    def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
+             what: str) -> dict[str, list[dict[str, Any]]]:
+        """Poll until ``cond(pods of each gang)`` holds; the pods of each gang then."""
+        last: dict[str, list[dict[str, Any]]] = {}
+
+        def check() -> Any:
+            last.clear()
+            last.update(self.poll())
+            return cond(last)
+
+        wait_for(check, timeout, what)
+        return last
+
+
+def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [p for p in pods or [] if _live(p)]
+
+
+def rayjob_of(pod: dict[str, Any]) -> str | None:
+    """A RayJob's pod by KubeRay's labels: its RayCluster is named ``<rayjob>-<5 characters>``, its
+    submitter Job after the RayJob."""
+    labels = pod["metadata"].get("labels") or {}
+    if "ray.io/cluster" in labels:
+        return str(labels["ray.io/cluster"]).rsplit("-", 1)[0]
+    return labels.get("batch.kubernetes.io/job-name")
+
+
+def raycluster_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
+
+
+def workloads(store: Any) -> dict[str, dict[str, Any]]:
+    return {w["metadata"]["name"]: w for w in store.list("gangq.io", "workloads", NS)["items"]}
+
+
+def condition(obj: dict[str, Any], ctype: str) -> bool:
+    return any(c["type"] == ctype and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions", []))
+
+
+# --- the tests -----------------------------------------------------------------------------------------------
+
+
+def test_rayjobs_that_do_not_fit_the_node_together_run_one_at_a_time_and_finish(cluster: RealCluster) -> None:
+    store = cluster.store
+    for name in ("first", "second"):
+        store.create("ray.io", "rayjobs", rayjob(name, submitter=failing_submitter()), namespace=NS)
+    gangs = Gangs(store, "rayjobs", rayjob_of)
+
+    # the first whole gang runs: head, two workers, then (once the cluster is ready) the submitter
+    first = gangs.wait(lambda pods: len(pods.get("first", [])) == 4 or pods.get("second"), 120,
+                       "the first RayJob's four pods")
+    assert set(first) == {"first"}, "the second RayJob started beside the first"
+    by_role = sorted((p["metadata"]["labels"].get("ray.io/node-type", "submitter"), p["spec"].get("nodeSelector"))
+                     for p in first["first"])
+    assert by_role == [("head", {"pool": "ray"}), ("submitter", {"pool": "ray"}), ("worker", {"pool": "ray"}),
+                       ("worker", {"pool": "ray"})]  # the flavor's node labels, in every template
+    assert all(p["metadata"]["labels"][RAYJOB_LABEL] == "first" for p in first["first"])
+    assert "second" not in gangs.ever_admitted
+
+    def finished(name: str) -> bool:
+        return bool(store.get("ray.io", "rayjobs", NS, name).get("status", {}).get("jobDeploymentStatus") == "Failed")
+
+    gangs.wait(lambda pods: finished("first") and not live(pods.get("first")), 120, "the first RayJob to finish")
+    gangs.wait(lambda pods: finished("second") and not live(pods.get("second")), 180, "the second RayJob to finish")
+    assert set(gangs.bound) == {"first", "second"} and gangs.bound["first"] < gangs.bound["second"]
+    for name in ("first", "second"):
+        status = store.get("ray.io", "rayjobs", NS, name)["status"]
+        assert status["reason"] == "SubmissionFailed", status
+
+    wls = workloads(store)
+    # the RayClusters KubeRay made for the RayJobs are the RayJobs' gangs, not gangs of their own
+    assert sorted(wls) == ["rayjob-first", "rayjob-second"]
+    wait_for(lambda: all(condition(w, "Finished") for w in workloads(store).values()), 30, "both Workloads Finished")
+    assert [ps["name"] for ps in wls["rayjob-first"]["spec"]["podSets"]] == ["head", "workers", "submitter"]
+
+
+def test_rayclusters_run_one_at_a_time_and_the_next_starts_once_one_is_deleted(cluster: RealCluster) -> None:
+    store = cluster.store
+    for name in ("alpha", "beta"):
+        store.create("ray.io", "rayclusters", raycluster(name), namespace=NS)
+    gangs = Gangs(store, "rayclusters", raycluster_of)
+    pods = gangs.wait(lambda pods: (len(pods.get("alpha", [])) == 3 and all(
+        p["status"].get("phase") == "Running" for p in pods["alpha"])) or pods.get("beta"), 120, "alpha's pods")
+    assert set(pods) == {"alpha"}
+    time.sleep(3)  # a RayCluster runs until deleted: beta keeps waiting
+    assert "beta" not in gangs.poll() and "beta" not in gangs.ever_admitted
+    assert store.get("ray.io", "rayclusters", NS, "beta")["spec"]["suspend"] is True
+
+    store.delete("ray.io", "rayclusters", NS, "alpha", propagation_policy="Background")
+    gangs.wait(lambda pods: len(live(pods.get("beta"))) == 3 and not pods.get("alpha"), 120, "beta's pods after alpha")
+    assert sorted(workloads(store)) == ["raycluster-beta"]  # alpha's Workload went with it
+    beta = store.get("ray.io", "rayclusters", NS, "beta")
+    assert beta["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] == {"pool": "ray"}
+
+
+def test_a_deactivated_rayjob_stops_as_a_whole_and_frees_the_node_once_its_pods_are_gone(
+        cluster: RealCluster) -> None:
+    store = cluster.store
+    for name in ("first", "second"):  # KubeRay's default submitter: gangq writes it out at admission
+        store.create("ray.io", "rayjobs", rayjob(name), namespace=NS)
+    gangs = Gangs(store, "rayjobs", rayjob_of)
+    first = gangs.wait(lambda pods: len(pods.get("first", [])) == 4 or pods.get("second"), 120,
+                       "the first RayJob's four pods")
+    assert set(first) == {"first"}
+    admitted = store.get("ray.io", "rayjobs", NS, "first")
+    submitter = admitted["spec"]["submitterPodTemplate"]
+    assert submitter["spec"]["containers"][0]["name"] == "ray-job-submitter"
+    assert submitter["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "200Mi"}
+    assert submitter["spec"]["nodeSelector"] == {"pool": "ray"}
+
+    store.patch("gangq.io", "workloads", NS, "rayjob-first", {"spec": {"active": False}}, "merge")
+    gangs.wait(lambda pods: not live(pods.get("first")) and pods.get("second"), 120, "the second RayJob next")
+    evicted = store.get("ray.io", "rayjobs", NS, "first")
+    assert evicted["spec"]["suspend"] is True
+    wait_for(lambda: store.get("ray.io", "rayjobs", NS, "first").get("status", {}).get(
+        "jobDeploymentStatus") == "Suspended", 60, "KubeRay to suspend the first RayJob")
+    assert store.list("batch", "jobs", NS, label_selector="batch.kubernetes.io/job-name=first")["items"] == []
+    cluster_spec_after = evicted["spec"]["rayClusterSpec"]
+    for template in (cluster_spec_after["headGroupSpec"]["template"],
+                     cluster_spec_after["workerGroupSpecs"][0]["template"], evicted["spec"]["submitterPodTemplate"]):
+        assert "nodeSelector" not in template["spec"]  # the flavor taken out again
+    wl = workloads(store)["rayjob-first"]
+    assert wl["status"].get("admission") is None
+    second = gangs.wait(lambda pods: len(pods.get("second", [])) == 4, 120, "the second RayJob's four pods")
+    assert set(second) == {"second"}  # the first's pods are all gone
+    assert copy.deepcopy(gangs.ever_admitted) == {"first", "second"}
