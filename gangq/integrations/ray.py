@@ -35,8 +35,9 @@ controls is that RayJob's gang (it carries the RayJob's labels, the queue label 
 ``ray.io/group``. A RayJob's RayCluster is named by KubeRay with a random suffix and its submitter
 Job's pods carry no Ray label at all, so the admission labels every pod template of a RayJob with
 ``gangq.io/rayjob-name`` (and writes KubeRay's default submitter template into
-``spec.submitterPodTemplate`` when it is absent, as Kueue does); the label names the RayJob's own
-pods and is left in place by an eviction.
+``spec.submitterPodTemplate`` when it is absent, as Kueue does). An eviction puts the templates
+back as the user wrote them; the pods made meanwhile keep the label, so the stopping gang's pods
+are counted until they are gone.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ GROUP_LABEL: Final = "ray.io/group"
 NODE_TYPE_LABEL: Final = "ray.io/node-type"
 RAYJOB_LABEL: Final = "gangq.io/rayjob-name"
 """On every pod template of an admitted RayJob (and so on its pods): the RayJob's name."""
+DEFAULT_SUBMITTER_ANNOTATION: Final = "gangq.io/default-submitter"
+"""On a submitter template that is KubeRay's default, written out by gangq's admission."""
 
 HEAD: Final = "head"
 SUBMITTER: Final = "submitter"
@@ -169,6 +172,20 @@ def _pod_set_of(labels: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _remove_label_ops(obj: Mapping[str, Any], ps: PodSet, key: str) -> Patch:
+    """JSON Patch operations that take label ``key`` off the pod set's template, and the labels
+    (and metadata) that held it alone: the template as it was before :func:`_add_label_ops`."""
+    meta = podsets.get(obj, (*ps.path, "metadata"))
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(labels, Mapping) or key not in labels:
+        return []
+    if len(labels) > 1:
+        return [{"op": "remove", "path": pointer((*ps.path, "metadata", "labels", key))}]
+    if len(meta) > 1:
+        return [{"op": "remove", "path": pointer((*ps.path, "metadata", "labels"))}]
+    return [{"op": "remove", "path": pointer((*ps.path, "metadata"))}]
+
+
 def _add_label_ops(obj: Mapping[str, Any], ps: PodSet, key: str, value: str) -> Patch:
     """JSON Patch operations that set label ``key`` to ``value`` on the pod set's template."""
     meta = podsets.get(obj, (*ps.path, "metadata"))
@@ -261,10 +278,17 @@ def default_submitter_container(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def default_submitter_template(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """KubeRay's default submitter pod template (``GetSubmitterTemplate``), labelled with the RayJob."""
+    """KubeRay's default submitter pod template (``GetSubmitterTemplate``), labelled with the
+    RayJob and marked as written out by gangq (an eviction takes it out again)."""
     name = str((obj.get("metadata") or {}).get("name") or "")
-    return {"metadata": {"labels": {RAYJOB_LABEL: name}},
+    return {"metadata": {"labels": {RAYJOB_LABEL: name}, "annotations": {DEFAULT_SUBMITTER_ANNOTATION: "true"}},
             "spec": {"containers": [default_submitter_container(obj)], "restartPolicy": "Never"}}
+
+
+def written_out_submitter(obj: Mapping[str, Any]) -> bool:
+    """Is ``spec.submitterPodTemplate`` KubeRay's default that gangq wrote out at admission?"""
+    annotations = podsets.get(obj, (*_SUBMITTER_PATH, "metadata", "annotations"))
+    return isinstance(annotations, Mapping) and annotations.get(DEFAULT_SUBMITTER_ANNOTATION) == "true"
 
 
 class RayJobKind(WorkloadKind):
@@ -331,11 +355,7 @@ class RayJobKind(WorkloadKind):
     def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
                     workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
         self.check(obj)
-        view = self.gang_view(obj)
-        return podsets.to_workload(self.kind, view, self.pod_sets(view), key=self.key_of(obj),
-                                   priority_classes=priority_classes,
-                                   workload_priority_classes=workload_priority_classes,
-                                   default_queue=default_queue, runtime_limit=self.runtime_limit(obj))
+        return super().to_workload(obj, priority_classes, workload_priority_classes, default_queue)
 
     def runtime_limit(self, obj: Mapping[str, Any]) -> float | None:
         deadline = (obj.get("spec") or {}).get("activeDeadlineSeconds")
@@ -394,12 +414,32 @@ class RayJobKind(WorkloadKind):
             ops += labels
         return [*ops, *self.unsuspend_ops(obj)]
 
+    def eviction_ops(self, obj: Mapping[str, Any]) -> Patch:
+        """The templates as the user wrote them: the flavors' node labels and tolerations and the
+        RayJob's label taken out, a written-out default submitter removed; then suspended. (The
+        pods already made keep the label: they are still counted as the gang's until gone.)"""
+        pod_sets = self.pod_sets(obj)
+        default = written_out_submitter(obj)
+        submitter = pointer(_SUBMITTER_PATH)
+        ops = [op for op in podsets.restore_ops(self.kind, obj, pod_sets)
+               if not (default and (op["path"] == submitter or op["path"].startswith(submitter + "/")))]
+        for ps in pod_sets:
+            if default and ps.name == SUBMITTER:
+                continue
+            labels = _remove_label_ops(obj, ps, RAYJOB_LABEL)
+            if labels and ps.guard is not None:
+                ops.append({"op": "test", "path": ps.guard[0], "value": ps.guard[1]})
+            ops += labels
+        if default:
+            ops.append({"op": "remove", "path": submitter})
+        return [*ops, *self.suspend_ops(obj)]
+
 
 RAYCLUSTER = RayClusterKind()
 RAYJOB = RayJobKind()
 
 __all__ = [
-    "CLUSTER_LABEL", "GROUP", "GROUP_LABEL", "HEAD", "NODE_TYPE_LABEL", "RAYCLUSTER", "RAYJOB", "RAYJOB_LABEL",
-    "SUBMITTER", "SUBMITTER_RESOURCES", "RayClusterKind", "RayJobKind", "check_cluster_spec", "cluster_pod_sets",
-    "default_submitter_template", "submission_mode", "worker_pods",
+    "CLUSTER_LABEL", "DEFAULT_SUBMITTER_ANNOTATION", "GROUP", "GROUP_LABEL", "HEAD", "NODE_TYPE_LABEL", "RAYCLUSTER",
+    "RAYJOB", "RAYJOB_LABEL", "SUBMITTER", "SUBMITTER_RESOURCES", "RayClusterKind", "RayJobKind", "check_cluster_spec",
+    "cluster_pod_sets", "default_submitter_template", "submission_mode", "worker_pods", "written_out_submitter",
 ]

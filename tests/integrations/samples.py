@@ -74,6 +74,37 @@ def _kubeflow_pod(kind: str, operator: str) -> Callable[[str], dict[str, Any]]:
     return make
 
 
+def _ray_cluster_spec() -> dict[str, Any]:
+    return {"headGroupSpec": {"rayStartParams": {}, "template": pod_template()},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 0, "maxReplicas": 4,
+                                  "rayStartParams": {}, "template": pod_template()}]}
+
+
+def _rayjob() -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta(),
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True, "entrypoint": "python train.py",
+                     "rayClusterSpec": _ray_cluster_spec(), "submitterPodTemplate": pod_template()}}
+
+
+def _raycluster() -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta(),
+            "spec": {"suspend": True, **_ray_cluster_spec()}}
+
+
+def _ray_pod(cluster: str, pod_set: str, **labels: str) -> dict[str, Any]:
+    node = {"ray.io/node-type": "head", "ray.io/group": "headgroup"} if pod_set == "head" else {
+        "ray.io/node-type": "worker", "ray.io/group": pod_set}
+    return pod({"ray.io/cluster": cluster, "ray.io/is-ray-node": "yes", **node, **labels}, "RayCluster", cluster)
+
+
+def _rayjob_pod(pod_set: str) -> dict[str, Any]:
+    """KubeRay names a RayJob's RayCluster with a random suffix and its submitter Job after the
+    RayJob; gangq's admission labels every template with the RayJob's name."""
+    if pod_set == "submitter":
+        return pod({"batch.kubernetes.io/job-name": NAME, "job-name": NAME, "gangq.io/rayjob-name": NAME}, "Job")
+    return _ray_pod(f"{NAME}-x7k2q", pod_set, **{"gangq.io/rayjob-name": NAME})
+
+
 SAMPLES: dict[str, Sample] = {
     "JobSet": Sample(_jobset, lambda ps: pod({"jobset.sigs.k8s.io/jobset-name": NAME,
                                               "jobset.sigs.k8s.io/replicatedjob-name": ps,
@@ -87,4 +118,6 @@ SAMPLES: dict[str, Sample] = {
                     _kubeflow_pod("TFJob", "tfjob-controller"), {"chief": 1, "worker": 2}),
     "MPIJob": Sample(_kubeflow("MPIJob", "v2beta1", "mpiReplicaSpecs", ("Launcher", "Worker")),
                      _kubeflow_pod("MPIJob", "mpi-operator"), {"launcher": 1, "worker": 2}),
+    "RayJob": Sample(_rayjob, _rayjob_pod, {"head": 1, "workers": 2, "submitter": 1}),
+    "RayCluster": Sample(_raycluster, lambda ps: _ray_pod(NAME, ps), {"head": 1, "workers": 2}),
 }
