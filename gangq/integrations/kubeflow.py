@@ -9,20 +9,40 @@ names too). Suspended by ``spec.runPolicy.suspend``; finished once its ``Succeed
 Gang size: every pod, unless ``gangq.io/min-member`` says otherwise or the job's own
 ``spec.runPolicy.schedulingPolicy.minAvailable`` does (the training operator's gang setting,
 honoured so a job written for Volcano's or coscheduling's gang keeps its meaning).
+
+Min-resources: ``gangq.io/min-resources``, else the job's own
+``spec.runPolicy.schedulingPolicy.minResources`` (an empty map: none), else — for the training
+operator's kinds (PyTorchJob, TFJob) when ``minAvailable`` is set — what the training operator
+(v1.8.1) writes into the coscheduling PodGroup it creates for a job once the job runs with
+``--gang-scheduler-name`` (:func:`operator_min_resources`). Coscheduling lets none of the gang's
+pods past its PreFilter while the cluster lacks the PodGroup's ``minResources``; gangq checks the
+same aggregate against the free capacity of the flavors it assigns, so a job it admits is not then
+held by that check. The MPI operator computes an MPIJob's PodGroup by rules of its own, which are
+not derived here: an MPIJob's min-resources come from the annotation or ``minResources`` alone.
+
+The PodGroup (``scheduling.x-k8s.io/v1alpha1``, named after the job, its controller the job) is
+one of the job's :attr:`~KubeflowJobKind.child_resources`: the job's gang, never a gang of its own.
+The job's pods carry the PodGroup's label, but they are the job's pods (the registry asks this
+kind before the pod-group kind), so the webhook never gates them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final
 
 from gangq.api import kubeflow
-from gangq.api.workload import MIN_MEMBER_ANNOTATION, parse_min_member
+from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, parse_min_member
 from gangq.core.errors import SpecError
 from gangq.core.model import WorkloadSpec
-from gangq.integrations import podsets
+from gangq.integrations import podgroup, podsets
 from gangq.integrations.interface import WorkloadKind
-from gangq.integrations.podsets import Patch, PodSet, object_name
+from gangq.integrations.podsets import Patch, PodSet, Resource, object_name
+
+PODGROUPS: Final = Resource(podgroup.GROUP, podgroup.VERSION, podgroup.PLURAL)
+"""The coscheduling PodGroups a Kubeflow operator creates for its jobs when gang scheduling."""
 
 
 class KubeflowJobKind(WorkloadKind):
@@ -33,7 +53,9 @@ class KubeflowJobKind(WorkloadKind):
     optional = True
     pod_priority = 30  # an MPIJob's launcher runs in a Job of its own
 
-    def __init__(self, kf: kubeflow.KubeflowKind) -> None:
+    child_resources = (PODGROUPS,)
+
+    def __init__(self, kf: kubeflow.KubeflowKind, *, training_operator: bool) -> None:
         self.kf = kf
         self.kind = kf.kind
         self.version = kf.version
@@ -41,8 +63,10 @@ class KubeflowJobKind(WorkloadKind):
         self.workload_prefix = f"{kf.kind.lower()}-"
         self.owner_label = f"gangq.io/{kf.kind.lower()}-name"
         self.pod_sets_field = f"spec.{kf.replica_specs}"
+        self.training_operator = training_operator  # its PodGroups are the training operator's
         self.docs = ("one pod set per replica type (lower case); `spec.runPolicy.suspend`; "
-                     "conditions `Succeeded` / `Failed`; honours `schedulingPolicy.minAvailable`")
+                     "conditions `Succeeded` / `Failed`; honours `schedulingPolicy.minAvailable` and "
+                     "`minResources`")
 
     def key(self, namespace: str, name: str) -> str:
         return self.kf.key(namespace, name)
@@ -69,15 +93,30 @@ class KubeflowJobKind(WorkloadKind):
                                    workload_priority_classes=workload_priority_classes, default_queue=default_queue,
                                    sets_field=self.pod_sets_field)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        min_available = _min_available(obj)
-        if min_available is not None and MIN_MEMBER_ANNOTATION not in annotations:
-            total = sum(ps.count for ps in pod_sets)
-            try:
-                spec.min_member = parse_min_member(self.kind, object_name(obj), str(min_available), total)
-            except SpecError as err:
-                raise SpecError(self.kind, object_name(obj), _MIN_AVAILABLE_FIELD, err.message) from err
-            spec.validate()
+        total = sum(ps.count for ps in pod_sets)
+        if MIN_MEMBER_ANNOTATION not in annotations:
+            min_available = self._min_available(obj, total)
+            if min_available is not None:
+                spec.min_member = min_available
+        if MIN_RESOURCES_ANNOTATION not in annotations:
+            declared = _declared_min_resources(self.kind, obj)
+            if declared is not None:
+                spec.min_resources = declared or None
+            elif self.training_operator and (min_available := self._min_available(obj, total)) is not None:
+                spec.min_resources = operator_min_resources(self.kind, obj, self.kf.replica_specs, min_available,
+                                                            priority_classes)
+        spec.validate()
         return spec
+
+    def _min_available(self, obj: Mapping[str, Any], total: int) -> int | None:
+        """The job's ``schedulingPolicy.minAvailable`` (1 to the gang's pods), or None."""
+        raw = _min_available(obj)
+        if raw is None:
+            return None
+        try:
+            return parse_min_member(self.kind, object_name(obj), str(raw), total)
+        except SpecError as err:
+            raise SpecError(self.kind, object_name(obj), _MIN_AVAILABLE_FIELD, err.message) from err
 
     def suspended(self, obj: Mapping[str, Any]) -> bool:
         return kubeflow.suspended(obj)
@@ -119,10 +158,97 @@ _BY_KIND: Final = {k.kind: k for k in kubeflow.KINDS}
 _BY_OPERATOR: Final = {k.operator_name: k for k in kubeflow.KINDS}
 
 
-def _min_available(obj: Mapping[str, Any]) -> Any:
+_MIN_RESOURCES_FIELD: Final = "spec.runPolicy.schedulingPolicy.minResources"
+
+
+def _scheduling_policy(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     policy = (obj.get("spec") or {}).get("runPolicy")
     scheduling = policy.get("schedulingPolicy") if isinstance(policy, Mapping) else None
-    return scheduling.get("minAvailable") if isinstance(scheduling, Mapping) else None
+    return scheduling if isinstance(scheduling, Mapping) else {}
+
+
+def _min_available(obj: Mapping[str, Any]) -> Any:
+    return _scheduling_policy(obj).get("minAvailable")
+
+
+def _declared_min_resources(kind: str, obj: Mapping[str, Any]) -> dict[str, int] | None:
+    """The job's ``schedulingPolicy.minResources`` in the engine's units (empty: the job asks for
+    none), or None when it does not set it."""
+    raw = _scheduling_policy(obj).get("minResources")
+    if raw is None:
+        return None
+    name = object_name(obj)
+    if not isinstance(raw, Mapping):
+        raise SpecError(kind, name, _MIN_RESOURCES_FIELD, f"must map resource names to quantities, got {raw!r}")
+    ctx = FieldContext(kind, name, "")
+    return {str(r): to_canonical(str(r), exact_quantity(q, ctx, f"{_MIN_RESOURCES_FIELD}[{r}]"))
+            for r, q in raw.items()}
+
+
+def operator_min_resources(kind: str, obj: Mapping[str, Any], replica_specs: str, min_member: int,
+                           priority_classes: Mapping[str, int]) -> dict[str, int]:
+    """The ``minResources`` the training operator (v1.8.1) writes into a job's PodGroup when the
+    job sets ``minAvailable`` (``min_member``) and no ``minResources``.
+
+    The operator's rule: the replica types are taken by descending value of their template's
+    PriorityClass (``priorityClassName``; none, or one that does not exist: 0), and within that
+    order the first ``min_member`` pods; each pod counts its containers' requests — a container
+    whose ``resources.requests`` is not set counts its limits instead — and nothing else (no init
+    containers, no overhead).
+
+    Replica types of one priority the operator takes in Go's map order, which is random on each
+    reconcile: when ``min_member`` ends inside such a tier, which pods count changes from one
+    write to the next. gangq takes, for each resource, the most any of those orders can add up to
+    (the tier's types by that resource's amount per pod, largest first). That bounds every value
+    the operator may write, so the gang gangq admits passes coscheduling's check of whichever it
+    writes; a smaller choice (one fixed order) would admit gangs that order under-counts, whose
+    pods coscheduling then holds while they keep the quota.
+    """
+    name = object_name(obj)
+    specs = (obj.get("spec") or {}).get(replica_specs) or {}
+    tiers: dict[int, list[tuple[int, dict[str, Decimal]]]] = {}
+    for rtype, rspec in specs.items():
+        field = f"spec.{replica_specs}[{rtype}].template.spec"
+        replicas = rspec.get("replicas", 1)
+        pod_spec = ((rspec.get("template") or {}).get("spec") or {})
+        tiers.setdefault(priority_classes.get(str(pod_spec.get("priorityClassName") or ""), 0), []).append(
+            (replicas, _container_amounts(kind, name, field, pod_spec)))
+    total: dict[str, Decimal] = {}
+    left = min_member
+    for priority in sorted(tiers, reverse=True):
+        tier = tiers[priority]
+        if sum(count for count, _ in tier) <= left:
+            for count, per_pod in tier:
+                for resource, amount in per_pod.items():
+                    total[resource] = total.get(resource, Decimal(0)) + amount * count
+            left -= sum(count for count, _ in tier)
+            continue
+        for resource in {r for _, per_pod in tier for r in per_pod}:
+            take, most = left, Decimal(0)
+            for amount, count in sorted(((per_pod.get(resource, Decimal(0)), count) for count, per_pod in tier),
+                                        reverse=True):
+                pods = min(count, take)
+                most += amount * pods
+                take -= pods
+            total[resource] = total.get(resource, Decimal(0)) + most
+        break
+    return {resource: to_canonical(resource, amount) for resource, amount in total.items()}
+
+
+def _container_amounts(kind: str, name: str, field: str, pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """One pod's containers' requests as the training operator adds them up: a container's
+    requests, or its limits when it sets no requests."""
+    ctx = FieldContext(kind, name, field)
+    out: dict[str, Decimal] = {}
+    for i, container in enumerate(pod_spec.get("containers") or []):
+        resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+        requests = resources.get("requests")
+        which, amounts = ("requests", requests) if isinstance(requests, Mapping) else (
+            "limits", resources.get("limits") or {})
+        for resource, quantity in amounts.items():
+            amount = exact_quantity(quantity, ctx, f"containers[{i}].resources.{which}[{resource}]")
+            out[str(resource)] = out.get(str(resource), Decimal(0)) + amount
+    return out
 
 
 def _kind_of_pod(meta: Mapping[str, Any], labels: Mapping[str, Any]) -> kubeflow.KubeflowKind | None:
@@ -135,6 +261,6 @@ def _kind_of_pod(meta: Mapping[str, Any], labels: Mapping[str, Any]) -> kubeflow
     return _BY_OPERATOR.get(str(labels.get(kubeflow.OPERATOR_NAME_LABEL)))
 
 
-PYTORCHJOB = KubeflowJobKind(kubeflow.PYTORCHJOB)
-TFJOB = KubeflowJobKind(kubeflow.TFJOB)
-MPIJOB = KubeflowJobKind(kubeflow.MPIJOB)
+PYTORCHJOB = KubeflowJobKind(kubeflow.PYTORCHJOB, training_operator=True)
+TFJOB = KubeflowJobKind(kubeflow.TFJOB, training_operator=True)
+MPIJOB = KubeflowJobKind(kubeflow.MPIJOB, training_operator=False)  # the MPI operator's
