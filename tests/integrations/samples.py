@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gangq.integrations import podgroup
+
 NS, NAME, QUEUE = "team", "train", "research"
 
 
@@ -44,6 +46,10 @@ class Sample:
     break_cpu: Callable[[dict[str, Any], str], None] | None = None
     """For a kind whose first pod set's template is not in the object itself (a TrainJob's is in
     its runtime): set that template's first container's cpu request to the given text."""
+    members: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
+    """For a kind whose writes patch or delete its pods (a pod group): the object's pods."""
+    regroup: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]] | None = None
+    """For such a kind: the object as its watches show it once its pods are the given ones."""
 
 
 def _jobset() -> dict[str, Any]:
@@ -105,6 +111,50 @@ def _rayjob_pod(pod_set: str) -> dict[str, Any]:
     return _ray_pod(f"{NAME}-x7k2q", pod_set, **{"gangq.io/rayjob-name": NAME})
 
 
+def _group_pod(name: str, cpu: str) -> dict[str, Any]:
+    """A pod of the sample PodGroup, gated as the webhook creates it (its queue label is the
+    PodGroup's)."""
+    spec = copy.deepcopy(pod_template()["spec"])
+    spec["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    spec["schedulingGates"] = [{"name": podgroup.GATE}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "5",
+                         "creationTimestamp": "2026-12-01T00:00:01Z", "labels": {podgroup.POD_GROUP_LABEL: NAME}},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+_GROUP_PODS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "launcher": ("1", (f"{NAME}-launcher",)), "worker": ("2", (f"{NAME}-worker-0", f"{NAME}-worker-1"))}
+"""The sample group's two roles (one pod set each): their cpu request and pods."""
+_ROLES: dict[str, str] = {podgroup.role(_group_pod("x", cpu)): r for r, (cpu, _) in _GROUP_PODS.items()}
+
+
+def _podgroup_of(podgroup_obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    groups = podgroup.PodGroups()
+    groups.podgroup_event("ADDED", podgroup_obj)
+    for p in pods:
+        groups.pod_event("ADDED", p)
+    out = groups.group(podgroup.PODGROUP.key(NS, NAME))
+    assert out is not None
+    return out
+
+
+def _podgroup() -> dict[str, Any]:
+    obj = {"apiVersion": f"{podgroup.GROUP}/{podgroup.VERSION}", "kind": podgroup.KIND,
+           "metadata": meta(resourceVersion="3"), "spec": {"minMember": 3}}
+    return _podgroup_of(obj, [_group_pod(n, cpu) for cpu, names in _GROUP_PODS.values() for n in names])
+
+
+def _podgroup_pod(pod_set: str) -> dict[str, Any]:
+    cpu, names = _GROUP_PODS[_ROLES[pod_set]]
+    return _group_pod(names[0], cpu)
+
+
+def _regroup(obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    podgroup_obj = {k: copy.deepcopy(v) for k, v in obj.items() if k != podgroup.MEMBERS}
+    return _podgroup_of(podgroup_obj, pods)
+
+
 SAMPLES: dict[str, Sample] = {
     "JobSet": Sample(_jobset, lambda ps: pod({"jobset.sigs.k8s.io/jobset-name": NAME,
                                               "jobset.sigs.k8s.io/replicatedjob-name": ps,
@@ -118,6 +168,9 @@ SAMPLES: dict[str, Sample] = {
                     _kubeflow_pod("TFJob", "tfjob-controller"), {"chief": 1, "worker": 2}),
     "MPIJob": Sample(_kubeflow("MPIJob", "v2beta1", "mpiReplicaSpecs", ("Launcher", "Worker")),
                      _kubeflow_pod("MPIJob", "mpi-operator"), {"launcher": 1, "worker": 2}),
+    "PodGroup": Sample(_podgroup, _podgroup_pod,
+                       {r: len(_GROUP_PODS[name][1]) for r, name in _ROLES.items()},
+                       members=lambda obj: [copy.deepcopy(dict(p)) for p in podgroup.pods(obj)], regroup=_regroup),
     "RayJob": Sample(_rayjob, _rayjob_pod, {"head": 1, "workers": 2, "submitter": 1}),
     "RayCluster": Sample(_raycluster, lambda ps: _ray_pod(NAME, ps), {"head": 1, "workers": 2}),
 }

@@ -5,6 +5,7 @@ sample (tests/integrations/samples.py)."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonpatch
@@ -14,7 +15,8 @@ from gangq.api.workload import NotQueuedError
 from gangq.core import Admission, FlavorSpec, SpecError, Toleration
 from gangq.core.decisions import PodSetAssignment
 from gangq.integrations import podsets
-from gangq.integrations.interface import WorkloadKind
+from gangq.integrations.interface import ObjectWrite, WorkloadKind
+from gangq.integrations.podgroup import GATE, pod_path
 from gangq.integrations.registry import BY_KIND, BY_PLURAL, KINDS, pod_gang
 from tests.integrations.samples import NAME, NS, QUEUE, SAMPLES, Sample
 
@@ -136,6 +138,63 @@ def test_suspend_admit_and_evict_are_patches_of_the_object(kind: WorkloadKind) -
     suspended = jsonpatch.apply_patch(restored, kind.unsuspend_ops(restored))
     assert not kind.suspended(suspended)
     assert kind.suspended(jsonpatch.apply_patch(suspended, kind.suspend_ops(suspended)))
+
+
+def _apply_writes(kind: WorkloadKind, sample: Sample, obj: dict[str, Any],
+                  writes: list[ObjectWrite]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The object and its pods once ``writes`` are applied, each checked to target the object
+    itself or one of its own pods (by path, with its uid), never anything else."""
+    own = kind.path(NS, NAME)
+    pods = {pod_path(NS, str(p["metadata"]["name"])): p for p in (sample.members(obj) if sample.members else [])}
+    for w in writes:
+        if w.path == own:
+            assert w.patch is not None, "an admission or eviction never deletes the object"
+            if w.subresource != "status":
+                obj = jsonpatch.apply_patch(obj, w.patch)
+            continue
+        assert w.path in pods, f"{kind.kind}: a write of {w.path}, neither the object nor one of its pods"
+        pod = pods[w.path]
+        owner = kind.pod_owner(pod)
+        assert owner is not None and owner[0] == kind.key_of(obj), (w.path, owner)
+        assert w.uid == pod["metadata"]["uid"], "a pod's write is for that pod, not one recreated under its name"
+        if w.patch is None:
+            del pods[w.path]
+            continue
+        patched = jsonpatch.apply_patch(pod, w.patch)
+        assert kind.pod_owner(patched) == owner, "an admission does not move a pod to another pod set"
+        pods[w.path] = patched
+    return obj, list(pods.values())
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if not _one_object(k)], ids=lambda k: k.kind)
+def test_its_own_writes_admit_and_evict_only_the_object_and_its_own_pods(kind: WorkloadKind) -> None:
+    """A kind with writes of its own (a pod group's pods, a TrainJob's two patches): each targets
+    the object or its own pods; a pod's admission write adds the flavor's node labels and
+    tolerations and removes the scheduling gate; admitted, it runs; evicted, it is suspended."""
+    sample = _sample(kind)
+    obj = sample.obj()
+    record = json.dumps({"clusterQueue": "cq"})
+    writes = kind.admission_writes(obj, _admission(kind, obj), {"a100": FLAVOR}, record)
+    assert writes, f"{kind.kind}: admission_writes returned none"
+    admitted, pods = _apply_writes(kind, sample, obj, writes)
+    for pod in pods:
+        spec = pod["spec"]
+        assert GATE not in [g.get("name") for g in spec.get("schedulingGates") or []], pod["metadata"]["name"]
+        assert spec["nodeSelector"] == {"gpu.example.com/model": "a100"}, pod["metadata"]["name"]
+        assert {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    if sample.regroup is not None:
+        admitted = sample.regroup(admitted, pods)
+    assert not kind.suspended(admitted)
+    assert kind.to_workload(admitted, {}, {}).key == kind.key_of(obj)
+    assert all(w.path == kind.path(NS, NAME) and w.subresource == "status" for w in kind.status_writes(admitted))
+    evictions = kind.eviction_writes(admitted)
+    if evictions is None:
+        evicted = jsonpatch.apply_patch(admitted, kind.eviction_ops(admitted))
+    else:
+        evicted, pods = _apply_writes(kind, sample, admitted, evictions)
+        if sample.regroup is not None:
+            evicted = sample.regroup(evicted, pods)
+    assert kind.suspended(evicted)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
