@@ -269,9 +269,15 @@ class PodGroups:
         g = self._groups.get(key)
         return None if g is None else self._assemble(g)
 
+    def gangs(self) -> list[dict[str, Any]]:
+        """The assembled groups that are gangs (handed to the controller, or would have been)."""
+        return [self._assemble(g) for g in self._groups.values() if g.emitted]
+
     def podgroup_event(self, event_type: str, obj: Mapping[str, Any]) -> Event | None:
+        """A PodGroup's event. An assembled group of another source (a Kueue group's, a single
+        pod's, as the controller forgets one) is not a PodGroup's and changes nothing."""
         name = str(_meta(obj).get("name") or "")
-        if not name:
+        if not name or source(obj) != SOURCE_PODGROUP:
             return None
         key = PODGROUP.key(_namespace(obj), name)
         g = self._groups.get(key)

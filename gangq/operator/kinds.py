@@ -11,12 +11,13 @@ which has no status, on the status of the ClusterQueues that name it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gangq.api import queues
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
+from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
 from gangq.integrations.podgroup import PODGROUP
 from gangq.integrations.registry import BY_PLURAL, pod_gang
@@ -172,6 +173,22 @@ class Kinds:
         self.statuses.queue_seen(kind_key, problem)
         if CQ_FINALIZER not in (meta.get("finalizers") or []):
             self.gangs.writer.write_cq_finalizer(key, obj, add=True)
+
+    def recovery_objects(self, kind: WorkloadKind, listed: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The objects of a queued kind a restart puts back: those listed; for pod groups, the
+        groups assembled from the listed PodGroups and pods (their gang objects; the admission is
+        recorded on the pods), held back from the gangs until :meth:`recovered_object` queues
+        them or the recovery ends."""
+        if kind is PODGROUP:
+            return self.pod_groups.recover(listed[kind.plural], listed["pods"])
+        return listed[kind.plural]
+
+    def recovered_object(self, kind: WorkloadKind, obj: dict[str, Any], now: float) -> None:
+        """Queue one of :meth:`recovery_objects` as its watch event would."""
+        if kind is PODGROUP:
+            self.pod_groups.hand_on(obj, now)
+        else:
+            self.apply(kind.plural, "ADDED", obj, now)
 
     def delete_queues_after_recovery(self) -> None:
         """The ClusterQueues that were being deleted when the controller started: deleted in the

@@ -21,11 +21,33 @@ from gangq.operator.gangs import Gangs
 class PodGroupFeed:
     """The assembled pod groups, fed from the watches and our writes' outcomes."""
 
-    __slots__ = ("gangs", "groups")
+    __slots__ = ("gangs", "groups", "holding")
 
     def __init__(self, gangs: Gangs) -> None:
         self.gangs = gangs
         self.groups = PodGroups()
+        self.holding = False  # during a restart's recovery: groups are assembled, not handed on
+
+    def recover(self, podgroups: Iterable[Mapping[str, Any]],
+                pods: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """A restart's groups: assembled from the listed PodGroups and pods, the ones that are
+        gangs returned for the recovery to put back as it puts back every kind's objects (an
+        admitted group with the admission recorded on its pods). Until :meth:`release`, events
+        update the groups but are not handed on: the recovery decides when each group is queued."""
+        self.holding = True
+        for obj in podgroups:
+            self.groups.podgroup_event("ADDED", obj)
+        for pod in pods:
+            self.groups.pod_event("ADDED", pod)
+        return self.groups.gangs()
+
+    def release(self) -> None:
+        """The recovery is done: every later event is handed on."""
+        self.holding = False
+
+    def hand_on(self, obj: dict[str, Any], now: float) -> None:
+        """One recovered group queued as a watch event would queue it."""
+        self._hand_on(("ADDED", obj), now, force=True)
 
     def podgroup_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """A PodGroup's watch event."""
@@ -40,8 +62,8 @@ class PodGroupFeed:
         for pod in pods:
             self._hand_on(self.groups.pod_event("MODIFIED", pod), now)
 
-    def _hand_on(self, event: tuple[str, dict[str, Any]] | None, now: float) -> None:
-        if event is None:
+    def _hand_on(self, event: tuple[str, dict[str, Any]] | None, now: float, *, force: bool = False) -> None:
+        if event is None or (self.holding and not force):
             return
         event_type, obj = event
         self.gangs.object_event(PODGROUP, event_type, obj, now)

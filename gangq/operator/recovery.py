@@ -86,7 +86,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
     started: list[tuple[WorkloadKind, dict[str, Any]]] = []
     rest: list[tuple[WorkloadKind, dict[str, Any]]] = []
     for kind in BY_PLURAL.values():
-        for obj in listed[kind.plural]:
+        for obj in kinds.recovery_objects(kind, listed):
             if not state.watched_namespace(obj):
                 continue
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -159,9 +159,10 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
         kinds.apply("pods", "ADDED", pod, now)
     gangs.handle(others, now)
     for kind, obj in sorted(rest, key=lambda ko: str((ko[1].get("metadata") or {}).get("creationTimestamp") or "")):
-        kinds.apply(kind.plural, "ADDED", obj, now)
+        kinds.recovered_object(kind, obj, now)
         adopt(kind.key_of(obj))
         keep_deactivated(kind.key_of(obj))
+    kinds.pod_groups.release()
     log.info(
         "recovered: %d queued workloads (%d admitted), %d nodes, %d pods, %d ClusterQueues (engine: %s)",
         len(state.entries), len(readmitted), len(listed["nodes"]), len(pods), len(state.engine.cluster_queues),
