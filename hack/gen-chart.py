@@ -13,7 +13,9 @@ model too.
 The webhook's rules — which kinds the API server sends to gangq's webhook — are the kinds of
 ``gangq.integrations.registry``: every region between ``# generated rules (<operations>)`` and
 ``# end of generated rules`` in the kustomize components, and the chart's ``gangq.webhookRules``
-template, are written from it. Run this after registering a kind.
+template, are written from it; so is the rule for pods (every region between ``# generated pod
+rules`` and ``# end of generated pod rules``, and ``gangq.podWebhookRules``), there when a
+registered kind gates its pods at creation. Run this after registering a kind.
 
     python hack/gen-chart.py          # write the copies
     python hack/gen-chart.py --check  # exit 1, naming them, when a copy differs from its source
@@ -42,6 +44,8 @@ RULE_FILES = ("deploy/components/webhook/configurations.yaml",
 HELPERS = "deploy/helm/gangq/templates/_helpers.tpl"
 _REGION = re.compile(r"^( *)# generated rules \(([A-Z,]+)\)[^\n]*\n(?:.*\n)*?\1# end of generated rules$", re.MULTILINE)
 _TEMPLATE = re.compile(r'(\{\{- define "gangq.webhookRules" -\}\}\n)(?:.*\n)*?(\{\{- end \}\})')
+_POD_REGION = re.compile(r"^( *)# generated pod rules[^\n]*\n(?:.*\n)*?\1# end of generated pod rules$", re.MULTILINE)
+_POD_TEMPLATE = re.compile(r'(\{\{- define "gangq.podWebhookRules" -\}\}\n)(?:.*\n)*?(\{\{- end \}\})')
 
 
 def _rules(operations: list[str], root: Path) -> list[dict[str, Any]]:
@@ -50,6 +54,14 @@ def _rules(operations: list[str], root: Path) -> list[dict[str, Any]]:
     from gangq.integrations.registry import webhook_rules
 
     return webhook_rules(operations)
+
+
+def _pod_rules(root: Path) -> list[dict[str, Any]]:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from gangq.integrations.registry import pod_webhook_rules
+
+    return pod_webhook_rules()
 
 
 def _yaml(value: Any, indent: str) -> str:
@@ -66,15 +78,24 @@ def with_rules(text: str, root: Path = ROOT) -> str:
         head = m.group(0).splitlines()[0]
         return f"{head}\n{_yaml(_rules(ops, root), indent)}{indent}# end of generated rules"
 
-    return _REGION.sub(region, text)
+    def pod_region(m: re.Match[str]) -> str:
+        indent = m.group(1)
+        head = m.group(0).splitlines()[0]
+        rules = _pod_rules(root)
+        return f"{head}\n{_yaml(rules, indent) if rules else ''}{indent}# end of generated pod rules"
+
+    return _POD_REGION.sub(pod_region, _REGION.sub(region, text))
 
 
 def with_template_rules(text: str, root: Path = ROOT) -> str:
     """The chart's helpers with ``gangq.webhookRules`` written from the registry (its operations
-    are the template's ``.operations``)."""
+    are the template's ``.operations``), and ``gangq.podWebhookRules``."""
     body = _yaml(_rules(["OPERATIONS"], root), "").replace(
         "  operations:\n  - OPERATIONS\n", "  operations: {{ toYaml .operations | nindent 2 }}\n")
-    return _TEMPLATE.sub(lambda m: m.group(1) + body + m.group(2), text)
+    rules = _pod_rules(root)
+    pods = _yaml(rules, "") if rules else ""
+    text = _TEMPLATE.sub(lambda m: m.group(1) + body + m.group(2), text)
+    return _POD_TEMPLATE.sub(lambda m: m.group(1) + pods + m.group(2), text)
 
 
 def generated(root: Path = ROOT) -> dict[Path, str]:

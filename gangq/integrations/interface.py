@@ -59,6 +59,7 @@ class WorkloadKind:
     suspend_path: str = "/spec/suspend"
     optional: bool = False  # its CRD may not be served (nothing to queue then; watched once it is)
     has_child_jobs: bool = False  # its pods come through Jobs it creates (an eviction waits for them)
+    gates_pods: bool = False  # its pods are gated at creation (the mutating webhook is sent pods)
     pod_priority: int = 0  # pod_owner is asked in descending order: a more specific kind first
     child_resources: tuple[Resource, ...] = ()  # objects it creates that the controller reads (RBAC)
     docs: str = ""  # a one-line description: pod sets, suspension, completion (the docs table)

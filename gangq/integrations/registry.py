@@ -82,3 +82,14 @@ def webhook_rules(operations: list[str]) -> list[dict[str, Any]]:
         grouped.setdefault((kind.group, kind.version), []).append(kind.plural)
     return [{"apiGroups": [group], "apiVersions": [version], "operations": list(operations),
              "resources": plurals, "scope": "Namespaced"} for (group, version), plurals in grouped.items()]
+
+
+def pod_webhook_rules() -> list[dict[str, Any]]:
+    """The mutating webhook's rule for pods when a registered kind gates its pods at creation (a
+    pod group's: :attr:`WorkloadKind.gates_pods`), else none: the webhook gates the pods of such a
+    kind and lets every other pod through unchanged (``hack/gen-chart.py`` writes it into the
+    install's webhook configurations)."""
+    if not any(kind.gates_pods for kind in KINDS):
+        return []
+    return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+             "scope": "Namespaced"}]

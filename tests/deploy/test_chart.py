@@ -199,6 +199,27 @@ def test_the_charts_copies_are_their_sources() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_webhook_is_sent_what_the_registry_queues() -> None:
+    """Every entry's rules are the registered kinds' (hack/gen-chart.py writes them), a mutating
+    entry's with the pods a kind gates at creation (a pod group's); the entry for a PodGroup's
+    pods without a queue label of their own is sent those pods only."""
+    from gangq.integrations.registry import pod_webhook_rules, webhook_rules
+
+    pods = pod_webhook_rules()
+    assert pods, "a registered kind (PodGroup) gates its pods at creation"
+    for docs in (kustomize(DEPLOY / "overlays" / "plain"), render()):
+        mutating = find(docs, "MutatingWebhookConfiguration", "gangq-webhook")[0]["webhooks"]
+        assert [h["name"] for h in mutating] == [
+            "queue-name.mutate.gangq.io", "kueue-queue-name.mutate.gangq.io", "pod-group.mutate.gangq.io"]
+        assert mutating[0]["rules"] == mutating[1]["rules"] == webhook_rules(["CREATE"]) + pods
+        assert mutating[2]["rules"] == pods
+        assert {e["key"]: e["operator"] for e in mutating[2]["objectSelector"]["matchExpressions"]} == {
+            "scheduling.x-k8s.io/pod-group": "Exists", "gangq.io/queue-name": "DoesNotExist",
+            "kueue.x-k8s.io/queue-name": "DoesNotExist"}
+        for hook in find(docs, "ValidatingWebhookConfiguration", "gangq-webhook")[0]["webhooks"]:
+            assert hook["rules"] == webhook_rules(["CREATE", "UPDATE"]), hook["name"]
+
+
 def test_helm_lint() -> None:
     for values in ({}, {"webhook": {"enabled": False}}, {"quickStart": {"enabled": True}}):
         done = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *set_args(values))

@@ -151,3 +151,18 @@ hack/gen-chart.py. .operations: the admission operations of the entry.
   - podgroups
   scope: Namespaced
 {{- end }}
+{{/*
+The pods the mutating entries are sent, when a kind of gangq/integrations/registry.py gates its
+pods at creation (a pod group's), written by hack/gen-chart.py.
+*/}}
+{{- define "gangq.podWebhookRules" -}}
+- apiGroups:
+  - ''
+  apiVersions:
+  - v1
+  operations:
+  - CREATE
+  resources:
+  - pods
+  scope: Namespaced
+{{- end }}
