@@ -152,6 +152,14 @@ class WorkloadKind:
         :meth:`signature` changed, and the inadmissible ones). None by default."""
         return False
 
+    def reference_listed(self, resource: Resource, objects: list[Mapping[str, Any]]) -> None:
+        """Every object of one of :attr:`reference_resources`, as a restart lists them: the kind
+        keeps these and forgets any other it heard of before (one deleted while this replica did
+        not lead). By default each is an ``ADDED`` :meth:`reference_event`: a kind that keeps
+        what it heard overrides this to forget first."""
+        for obj in objects:
+            self.reference_event(resource, "ADDED", obj)
+
     # --- its state ------------------------------------------------------------------------
 
     def suspended(self, obj: Mapping[str, Any]) -> bool:

@@ -18,6 +18,7 @@ from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET, controller_ref
 from gangq.integrations.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
 from gangq.integrations.podgroup import PODGROUP
+from gangq.integrations.podsets import Resource
 from gangq.integrations.ray import RAYCLUSTER, RAYJOB
 from gangq.integrations.trainjob import TRAINJOB
 
@@ -28,8 +29,17 @@ assembled from the pods, listed before them)."""
 
 BY_PLURAL: Final[dict[str, WorkloadKind]] = {k.plural: k for k in KINDS}
 BY_KIND: Final[dict[str, WorkloadKind]] = {k.kind: k for k in KINDS}
-OPTIONAL: Final = frozenset(k.plural for k in KINDS if k.optional)
-"""Plurals of kinds whose CRDs may not be served."""
+REFERENCE_RESOURCES: Final[tuple[Resource, ...]] = tuple(dict.fromkeys(
+    r for k in KINDS for r in k.reference_resources))
+"""The objects queued kinds build their gangs from (a TrainJob's runtimes), each once: watched,
+listed before the kinds at a restart, each event handed to the kinds that name it."""
+REFERENCED_BY: Final[dict[str, tuple[WorkloadKind, ...]]] = {
+    r.plural: tuple(k for k in KINDS if r in k.reference_resources) for r in REFERENCE_RESOURCES}
+"""Plural of a reference resource → the kinds whose gangs are built from it."""
+OPTIONAL: Final = frozenset({*(k.plural for k in KINDS if k.optional),
+                             *(r.plural for k in KINDS if k.optional for r in k.reference_resources)})
+"""Plurals of kinds whose CRDs may not be served, and of the objects such a kind's gangs are built
+from (a TrainJob's runtimes come with its CRDs)."""
 _BY_POD_PRIORITY: Final = tuple(sorted(KINDS, key=lambda k: -k.pod_priority))
 
 JOBSET.controlled_by = frozenset(k.kind for k in KINDS if JOBSET.resource in k.child_resources)

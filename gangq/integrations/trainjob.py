@@ -55,7 +55,7 @@ from typing import Any, Final
 
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
-from gangq.core.model import FlavorSpec, WorkloadSpec
+from gangq.core.model import FlavorSpec
 from gangq.integrations import podsets
 from gangq.integrations.interface import ObjectWrite, WorkloadKind
 from gangq.integrations.podsets import Patch, PodSet, Resource, object_name, pointer, toleration_identity
@@ -122,6 +122,15 @@ class Runtimes:
         if kind == CLUSTER_TRAINING_RUNTIME:
             return self._cluster.get(name)
         return self._namespaced.get((namespace, name))
+
+    def listed(self, resource: Resource, objects: list[Mapping[str, Any]]) -> None:
+        """Every object of either resource, as listed: the others of that resource are gone."""
+        if resource == CLUSTER_TRAINING_RUNTIMES:
+            self._cluster.clear()
+        elif resource == TRAINING_RUNTIMES:
+            self._namespaced.clear()
+        for obj in objects:
+            self.observe(resource, "ADDED", obj)
 
     def clear(self) -> None:
         self._cluster.clear()
@@ -384,12 +393,9 @@ class TrainJobKind(WorkloadKind):
         except SpecError:
             return ["main"]
 
-    def to_workload(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int],
-                    workload_priority_classes: Mapping[str, int], default_queue: str | None = None) -> WorkloadSpec:
-        return podsets.to_workload(self.kind, self.resolved(obj), self.pod_sets(obj), key=self.key_of(obj),
-                                   priority_classes=priority_classes,
-                                   workload_priority_classes=workload_priority_classes,
-                                   default_queue=default_queue, sets_field=self.pod_sets_field)
+    def gang_view(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """:meth:`resolved`: the pod templates its JobSet will have, which its pod sets point into."""
+        return self.resolved(obj)
 
     def signature(self, obj: Mapping[str, Any]) -> tuple[Any, ...]:
         """Besides the TrainJob's own: its runtime's uid and generation (None while it does not
@@ -406,6 +412,9 @@ class TrainJobKind(WorkloadKind):
     def reference_event(self, resource: Resource, event_type: str, obj: Mapping[str, Any]) -> bool:
         self.runtimes.observe(resource, event_type, obj)
         return True
+
+    def reference_listed(self, resource: Resource, objects: list[Mapping[str, Any]]) -> None:
+        self.runtimes.listed(resource, objects)
 
     # --- its state --------------------------------------------------------------------------
 

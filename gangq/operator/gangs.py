@@ -132,6 +132,19 @@ class Gangs:
             if entry.state == "Inadmissible":
                 self.submit(entry, now)
 
+    def remap(self, kind: WorkloadKind, now: float) -> None:
+        """An object the kind's gangs are built from changed (a TrainJob's runtime): map again
+        its Inadmissible gangs (the runtime they waited for may exist now) and its pending ones
+        whose :meth:`~WorkloadKind.signature` changed. Admitted and stopping gangs keep the gang
+        they were admitted as: their pods were made from it."""
+        if not self.state.recovered.is_set():
+            return  # recovery maps every object after the objects they are built from
+        for entry in list(self.state.entries.values()):
+            if entry.kind is not kind:
+                continue
+            if entry.state == "Inadmissible" or (entry.state == "Pending" and kind.signature(entry.obj) != entry.sig):
+                self.submit(entry, now)
+
     def restore(self, entry: Entry, now: float) -> bool:
         """Put an admitted JobSet back into the engine with the ClusterQueue and flavors recorded
         when it was admitted (its pods run with those flavors' labels)."""
@@ -543,6 +556,7 @@ class Gangs:
                  entry.key, "its watch streams" if by == "streams" else "a read", entry.cluster_queue)
         self.state.engine.eviction_done(entry.key, now)
         self.unreported_starts.discard(entry.key)
+        self._write_stopped(entry)
         entry.state = "Pending"
         entry.admission = None
         entry.cluster_queue = None
@@ -556,6 +570,17 @@ class Gangs:
             if view.cluster_queue:
                 self.fronts.add(view.cluster_queue)
         self.statuses.mark(entry, now, urgent=True)
+
+    def _write_stopped(self, entry: Entry) -> None:
+        """What the kind writes once its gang has stopped (a TrainJob's podSpecOverrides put back,
+        which its webhook refuses while the gang runs), when there is something to write."""
+        try:
+            ops = entry.kind.stopped_ops(entry.obj)
+        except SpecError as err:
+            log.warning("%s %s: nothing restored once stopped: %s", entry.kind.kind, entry.key, err)
+            return
+        if ops:
+            self.writer.write_stopped(entry)
 
     # ------------------------------------------------------------------------------------------
     # Outcomes of our JobSet patches

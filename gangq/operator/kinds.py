@@ -20,7 +20,7 @@ from gangq.core.errors import SpecError
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
 from gangq.integrations.podgroup import PODGROUP
-from gangq.integrations.registry import BY_PLURAL, pod_gang
+from gangq.integrations.registry import BY_PLURAL, REFERENCED_BY, pod_gang
 from gangq.operator.evictions import RESYNCED
 from gangq.operator.gangs import Gangs
 from gangq.operator.podgroups import PodGroupFeed
@@ -70,6 +70,7 @@ class Kinds:
             "nodes": self.node,
             "pods": self.pod,
             **{plural: gangs.queued_kind_event(kind) for plural, kind in BY_PLURAL.items()},
+            **{plural: self.reference_event(plural) for plural in REFERENCED_BY},
             JOB.plural: gangs.job_event,  # a JobSet's child Jobs come through the same watch
             PODGROUP.plural: self.pod_groups.podgroup_event,  # a group's gang is assembled with its pods
             "workloads": gangs.workload_event,
@@ -230,6 +231,32 @@ class Kinds:
     def priority_class(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         _set_priority(self.gangs.priority_classes, event_type, obj, key)
         self.gangs.retry_invalid(now)
+
+    def reference_event(self, plural: str) -> Handler:
+        """The handler of an object queued kinds build their gangs from (a TrainJob's runtime):
+        each kind that names it hears of it, and one whose waiting gangs may map differently now
+        maps them again (:meth:`Gangs.remap`)."""
+        kinds = REFERENCED_BY[plural]
+        resource = next(r for r in kinds[0].reference_resources if r.plural == plural)
+
+        def handle(event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+            for kind in kinds:
+                if kind.reference_event(resource, event_type, obj):
+                    self.gangs.remap(kind, now)
+        return handle
+
+    def references_listed(self, plural: str, objects: list[dict[str, Any]]) -> None:
+        """Every object of a reference resource as a restart lists them, to each kind that names
+        it (:meth:`WorkloadKind.reference_listed`: what a kind heard of before and is not listed
+        is gone); their versions are kept, so the watch's initial list of the same is dropped."""
+        kinds = REFERENCED_BY[plural]
+        resource = next(r for r in kinds[0].reference_resources if r.plural == plural)
+        for obj in objects:
+            rv = resource_version(obj)
+            if rv:
+                self.state.rvs[(plural, object_key(obj))] = rv
+        for kind in kinds:
+            kind.reference_listed(resource, list(objects))
 
     # ------------------------------------------------------------------------------------------
     # The cluster

@@ -5,12 +5,13 @@ until then the controller admits, evicts and writes nothing. A recovery that wen
 ClusterQueues (a 503 for a few seconds during a rollout) found every admitted JobSet's queue
 missing and suspended them: running training jobs stopped by a blip.
 
-List the queue objects, nodes, pods and JobSets; put admitted JobSets back first with the
-admission recorded on them (nothing is admitted twice, and no write is needed), and evicted ones
-whose pods still run with the admission their eviction record names (they hold it until the pods
-are gone, as without the restart); schedule again the ones whose recorded admission cannot be kept
-(and suspend those that no longer fit), then queue the rest in creation order. Workload conditions
-written before the restart are carried over.
+List the queue objects, nodes, pods, the objects gangs are built from (a TrainJob's runtimes) and
+the queued kinds; put admitted JobSets back first with the admission recorded on them (nothing is
+admitted twice, and no write is needed), and evicted ones whose pods still run with the admission
+their eviction record names (they hold it until the pods are gone, as without the restart);
+schedule again the ones whose recorded admission cannot be kept (and suspend those that no longer
+fit), then queue the rest in creation order. Workload conditions written before the restart are
+carried over.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
 from gangq.integrations.interface import WorkloadKind
-from gangq.integrations.registry import BY_PLURAL, OPTIONAL, pod_gang, queued
+from gangq.integrations.registry import BY_PLURAL, OPTIONAL, REFERENCE_RESOURCES, pod_gang, queued
 from gangq.operator.gangs import DEACTIVATED_BY_ADMIN, Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import ApiError, resource_path
@@ -56,6 +57,8 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
     for plural in CONFIG_KINDS:
         for obj in listed[plural]:
             kinds.apply(plural, "ADDED", obj, now)
+    for resource in REFERENCE_RESOURCES:  # what gangs are built from (a TrainJob's runtime), before them
+        kinds.references_listed(resource.plural, listed[resource.plural])
     wls = await list_until_listed(state, GROUP, VERSION, "workloads")
     existing_workloads = {object_key(w): w for w in wls}
 

@@ -18,7 +18,7 @@ from gangq.api.quantity import QuantityError, parse_quantity
 from gangq.core import NodeSpec, Taint
 from gangq.core.decisions import Admission
 from gangq.core.units import format_amount
-from gangq.integrations.registry import KINDS
+from gangq.integrations.registry import KINDS, REFERENCE_RESOURCES
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,13 @@ WATCHED: Final = (
     ("", "v1", "namespaces"),
     ("", "v1", "nodes"),
     ("", "v1", "pods"),
+    *((r.group, r.version, r.plural) for r in REFERENCE_RESOURCES),
     *((k.group, k.version, k.plural) for k in KINDS),
 )
 """(group, version, plural) of everything the controller watches, in the order a restart lists them:
-the configuration, the pods, then every registered kind (:data:`gangq.integrations.registry.KINDS`)."""
+the configuration, the pods, the objects queued kinds build their gangs from
+(:data:`gangq.integrations.registry.REFERENCE_RESOURCES`: a TrainJob's runtimes, before the
+TrainJobs), then every registered kind (:data:`gangq.integrations.registry.KINDS`)."""
 NAMESPACED: Final = frozenset({"localqueues", "pods", "workloads", *(k.plural for k in KINDS)})
 """Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
 :meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""

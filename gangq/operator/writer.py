@@ -65,6 +65,9 @@ WRITTEN: Final = "_written"
 """Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
 ADMISSION_FAILED: Final = "_admission_failed"
 """An admission patch the API server refused (``{"key", "error"}``): the gang is requeued."""
+STOPPED_RETRY_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0, 30.0, 30.0, 30.0)
+"""Pauses between the attempts of :meth:`Writer.write_stopped` (the JobSet controller may take a
+while to count a suspended Job inactive on a busy cluster)."""
 OUTCOME_READ_DELAYS: Final = (1.0, 2.0, 4.0)
 """Pauses between the reads (each retried by the client) that learn a patch's unknown outcome."""
 
@@ -167,20 +170,33 @@ class Writer:
 
     def write_admission(self, entry: Entry, d: Admission) -> None:
         """Unsuspend the JobSet with the flavors' node labels and tolerations and the recorded
-        admission; a JobSet changed meanwhile is re-read and patched once more."""
+        admission; a JobSet changed meanwhile is re-read and patched once more. A kind admitted by
+        several patches of itself (a TrainJob: its flavors while suspended, then the unsuspension)
+        has them written in order, each once the one before went through, all computed again from
+        the re-read object on a conflict; a kind admitted through other objects (a pod group's
+        pods) has them written by :meth:`_write_objects`."""
         obj = entry.obj
         flavors = dict(self.state.engine.flavors)
         recorded = json.dumps(admission_json(d), sort_keys=True, separators=(",", ":"))
         key = entry.key
         entry.writing = True
+        path = entry.kind.path(entry.namespace, entry.name)
         try:
             writes = entry.kind.admission_writes(obj, d, flavors, recorded)
         except SpecError as err:
             self.report(ADMISSION_FAILED, {"key": key, "error": str(err)})
             return
-        if writes is not None:
+        if writes is not None and not _own_patches(writes, path):
             self._write_objects(entry, writes, admission=d)
             return
+
+        def patches_for(current: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+            """The patches of the object that admit it, in order, computed from ``current``: the
+            kind's own (a TrainJob's two), else one (:func:`ops_for`)."""
+            if writes is None:
+                return [ops_for(current)]
+            own = writes if current is obj else entry.kind.admission_writes(current, d, flavors, recorded)
+            return [w.patch for w in own or () if w.patch is not None]
 
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
@@ -202,14 +218,15 @@ class Writer:
         decided = time.monotonic()
 
         async def write() -> None:
-            path = entry.kind.path(entry.namespace, entry.name)
             current: Mapping[str, Any] = obj
             metrics = self.state.metrics
             if metrics is not None:
                 metrics.admission_patch_wait_seconds.observe(time.monotonic() - decided)
             for attempt in range(2):
                 try:
-                    new = await self.state.client.patch(path, ops_for(current), JSON_PATCH)
+                    new: Mapping[str, Any] = current
+                    for ops in patches_for(current):  # each after the one before has gone through
+                        new = await self.state.client.patch(path, ops, JSON_PATCH)
                     if metrics is not None:
                         metrics.admission_patch_duration_seconds.observe(time.monotonic() - decided)
                     self.report(WRITTEN, {"key": key, "object": new})
@@ -240,6 +257,48 @@ class Writer:
                     return
 
         self.spawn(key, write, lane="critical")
+
+    def write_stopped(self, entry: Entry) -> None:
+        """The kind's writes once its evicted gang has stopped (:meth:`WorkloadKind.stopped_ops`:
+        a TrainJob's ``podSpecOverrides`` put back), computed from the object as each attempt
+        reads it, after the writes of the same gang before it. A refused attempt (the
+        Trainer's webhook refuses while its JobSet's status still counts active Jobs; a conflict)
+        is tried again after :data:`STOPPED_RETRY_DELAYS`, the object read anew, and no write is
+        left once the object runs again or has nothing to restore (the kind returns no
+        operations). Background lane, no pause inside a write slot. The loop learns of the
+        outcome from the object's watch event: a report would end an admission's write in flight."""
+        key = entry.key
+        path = entry.kind.path(entry.namespace, entry.name)
+
+        def attempt(n: int) -> None:
+            async def write() -> None:
+                current = await self._read_outcome(path)  # the object as it is, not as the loop last saw it
+                if current is None:
+                    return  # gone, or unreadable through the retries: nothing to restore
+                try:
+                    ops = entry.kind.stopped_ops(current)
+                except SpecError as err:
+                    log.warning("%s %s: not restored once stopped: %s", entry.kind.kind, key, err)
+                    return
+                if not ops:
+                    return
+                uid = str((current.get("metadata") or {}).get("uid") or entry.uid)
+                try:
+                    await self.state.client.patch(path, [{"op": "test", "path": "/metadata/uid", "value": uid},
+                                                         *ops], JSON_PATCH, want_body=False)
+                except ApiError as err:
+                    if err.status == 404:
+                        return
+                    if n >= len(STOPPED_RETRY_DELAYS):
+                        log.error("%s %s: not restored once stopped, after %d attempts: %s", entry.kind.kind,
+                                  key, n + 1, err)
+                        return
+                    log.info("%s %s: not restored once stopped yet (%s): again in %.0f s", entry.kind.kind, key,
+                             err, STOPPED_RETRY_DELAYS[n])
+                    asyncio.get_running_loop().call_later(STOPPED_RETRY_DELAYS[n], attempt, n + 1)
+            self.spawn(key, write)
+
+        attempt(0)
 
     async def _read_outcome(self, path: str) -> Mapping[str, Any] | None:
         """The object after a patch whose outcome is unknown, read again through a short outage
@@ -445,6 +504,12 @@ class Writer:
                 log.debug("event for %s not posted: %s", entry.key, err)
 
         self.spawn(None, post)
+
+
+def _own_patches(writes: list[ObjectWrite], path: str) -> bool:
+    """Are ``writes`` patches of the queued object itself (at ``path``), written in order (a
+    TrainJob's), rather than writes of other objects (a pod group's pods)?"""
+    return bool(writes) and all(w.path == path and w.patch is not None and not w.subresource for w in writes)
 
 
 def _admitted_as(suspended: bool, obj: Mapping[str, Any], d: Admission) -> bool:
