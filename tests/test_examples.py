@@ -17,7 +17,8 @@ from tests.clusters import Cluster, is_real
 ROOT = Path(__file__).resolve().parent.parent
 APPLIED = sorted(
     p
-    for p in [*ROOT.glob("policies/*.yaml"), *ROOT.glob("examples/jobsets/*.yaml"), *ROOT.glob("examples/jobs/*.yaml")]
+    for p in [*ROOT.glob("policies/*.yaml"), *ROOT.glob("examples/jobsets/*.yaml"), *ROOT.glob("examples/jobs/*.yaml"),
+              *ROOT.glob("examples/pods/*.yaml")]
     if any(isinstance(d, dict) and d.get("kind") for d in yaml.safe_load_all(p.read_text()))
 )
 

@@ -8,6 +8,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -126,6 +127,26 @@ def test_run_sandbox_quickstart_admits_an_example_jobset(tmp_path: Path) -> None
         assert json.loads(created.stdout)["spec"]["suspend"] is True
         wait_for(lambda: '"Complete"' in kubectl("get", "job", "sample-job", "-o", "json").stdout, 60,
                  "the Kueue-style Job to be admitted and complete")
+        # Two PodGroups of minMember 3, pods of 8 GPUs: each pod gated at creation, a group's gates
+        # removed together, so never more than one group's 3 pods ungated and unfinished at once
+        # (24 GPUs each beside the JobSet's 8 of the queue's 32); all six pods succeed.
+        created = kubectl("apply", "-f", str(ROOT / "examples/pods/podgroups.yaml"))
+        assert created.returncode == 0, created.stderr
+        most, deadline = 0, time.monotonic() + 120
+        while True:
+            listed = kubectl("get", "pods", "-l", "scheduling.x-k8s.io/pod-group", "-o", "json")
+            assert listed.returncode == 0, listed.stderr
+            pods = json.loads(listed.stdout)["items"]
+            ungated = [p["metadata"]["name"] for p in pods if not p["spec"].get("schedulingGates")
+                       and p["status"].get("phase") not in ("Succeeded", "Failed")]
+            most = max(most, len(ungated))
+            assert most <= 3, ungated
+            assert not [p for p in pods if p["status"].get("phase") == "Failed"]
+            if len(pods) == 6 and all(p["status"].get("phase") == "Succeeded" for p in pods):
+                break
+            assert time.monotonic() < deadline, [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
+            time.sleep(0.2)
+        assert most == 3
     finally:
         proc.send_signal(signal.SIGINT)
         try:
