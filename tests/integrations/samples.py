@@ -10,6 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gangq.integrations.podsets import Resource
+from gangq.integrations.trainjob import CLUSTER_TRAINING_RUNTIMES, TRAINJOB
+
 from gangq.integrations import podgroup
 
 NS, NAME, QUEUE = "team", "train", "research"
@@ -46,6 +49,10 @@ class Sample:
     break_cpu: Callable[[dict[str, Any], str], None] | None = None
     """For a kind whose first pod set's template is not in the object itself (a TrainJob's is in
     its runtime): set that template's first container's cpu request to the given text."""
+    references: Callable[[], list[tuple[Resource, dict[str, Any]]]] | None = None
+    """The objects the kind builds the sample's gang from (a TrainJob's runtime): the contract
+    test hands each to the kind (``reference_event``, ADDED) before a test and takes it back
+    (DELETED) after it."""
     members: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
     """For a kind whose writes patch or delete its pods (a pod group): the object's pods."""
     regroup: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]] | None = None
@@ -155,6 +162,41 @@ def _regroup(obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
     return _podgroup_of(podgroup_obj, pods)
 
 
+def _runtime(cpu: str = "1") -> dict[str, Any]:
+    """A ClusterTrainingRuntime as the Trainer's torch-distributed one: a dataset initializer,
+    then the trainer's nodes."""
+    def rjob(name: str, step: str) -> dict[str, Any]:
+        template = pod_template()
+        template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        return {"name": name, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": step}},
+            "spec": {"template": template}}}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch-distributed", "uid": "uid-rt", "generation": 1},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+                     "template": {"spec": {"replicatedJobs": [rjob("dataset-initializer", "dataset-initializer"),
+                                                              rjob("node", "trainer")]}}}}
+
+
+def _trainjob() -> dict[str, Any]:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta(),
+            "spec": {"suspend": True, "runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}}
+
+
+def _break_runtime(obj: dict[str, Any], cpu: str) -> None:
+    """The runtime changed under the TrainJob: its first replicatedJob's first container asks ``cpu``."""
+    broken = _runtime()
+    broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"][0]["resources"]["requests"]["cpu"] = cpu
+    TRAINJOB.reference_event(CLUSTER_TRAINING_RUNTIMES, "MODIFIED", broken)
+
+
+def _jobset_pod(pod_set: str) -> dict[str, Any]:
+    """A pod of a JobSet's replicatedJob, as the JobSet's Job makes it (a TrainJob's JobSet too)."""
+    return pod({"jobset.sigs.k8s.io/jobset-name": NAME, "jobset.sigs.k8s.io/replicatedjob-name": pod_set,
+                "batch.kubernetes.io/job-name": f"{NAME}-{pod_set}-0"}, "Job", f"{NAME}-{pod_set}-0")
+
+
 SAMPLES: dict[str, Sample] = {
     "JobSet": Sample(_jobset, lambda ps: pod({"jobset.sigs.k8s.io/jobset-name": NAME,
                                               "jobset.sigs.k8s.io/replicatedjob-name": ps,
@@ -173,4 +215,6 @@ SAMPLES: dict[str, Sample] = {
                        members=lambda obj: [copy.deepcopy(dict(p)) for p in podgroup.pods(obj)], regroup=_regroup),
     "RayJob": Sample(_rayjob, _rayjob_pod, {"head": 1, "workers": 2, "submitter": 1}),
     "RayCluster": Sample(_raycluster, lambda ps: _ray_pod(NAME, ps), {"head": 1, "workers": 2}),
+    "TrainJob": Sample(_trainjob, _jobset_pod, {"dataset-initializer": 1, "node": 2}, break_cpu=_break_runtime,
+                       references=lambda: [(CLUSTER_TRAINING_RUNTIMES, _runtime())]),
 }

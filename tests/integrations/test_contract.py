@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonpatch
@@ -22,6 +23,19 @@ from tests.integrations.samples import NAME, NS, QUEUE, SAMPLES, Sample
 
 FLAVOR = FlavorSpec("a100", {"gpu.example.com/model": "a100"},
                     tolerations=[Toleration("gpu", "Exists", "", "NoSchedule")])
+
+
+@pytest.fixture(autouse=True)
+def _references() -> Iterator[None]:
+    """Each sample's references (a TrainJob's runtime) known to its kind for the test, and gone
+    after it (see Sample.references)."""
+    fed = [(kind, resource, obj) for kind in KINDS
+           for resource, obj in (_sample(kind).references or list)()]
+    for kind, resource, obj in fed:
+        kind.reference_event(resource, "ADDED", obj)
+    yield
+    for kind, resource, obj in fed:
+        kind.reference_event(resource, "DELETED", obj)
 
 
 def _one_object(kind: WorkloadKind) -> bool:
@@ -105,6 +119,8 @@ def test_bad_input_is_an_error_naming_the_kind_the_object_and_the_field(kind: Wo
         kind.to_workload(obj, {}, {})
     assert (info.value.kind, info.value.name) == (kind.kind, f"{NS}/{NAME}")
     assert info.value.field == f"{ps.field}.spec.containers[0].resources.requests[cpu]", info.value.field
+    for resource, reference in (sample.references or list)():  # as they were before break_cpu
+        kind.reference_event(resource, "MODIFIED", reference)
     obj = _sample(kind).obj()
     obj["metadata"]["labels"]["gangq.io/priority-class"] = "missing"
     with pytest.raises(SpecError, match="WorkloadPriorityClass 'missing' does not exist"):
