@@ -10,10 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gangq.integrations import podgroup
 from gangq.integrations.podsets import Resource
 from gangq.integrations.trainjob import CLUSTER_TRAINING_RUNTIMES, TRAINJOB
-
-from gangq.integrations import podgroup
 
 NS, NAME, QUEUE = "team", "train", "research"
 
