@@ -18,8 +18,8 @@ from typing import Any
 
 from gangq.integrations.trainjob import OVERRIDES_ANNOTATION
 from gangq.sandbox.errors import ApiError
+from tests.clusters import Cluster
 from tests.operator.helpers import (
-    Cluster,
     apply,
     cluster_queue,
     flavor,
@@ -113,7 +113,9 @@ def test_a_trainjob_waits_for_its_runtime_then_is_admitted_in_two_patches_and_re
     op = start_operator(sb, operator_config())
     try:
         with trainer_crds(sb):
-            get = lambda: sb.call(sb.store.get, GROUP, "trainjobs", "default", "llm")  # noqa: E731
+            def get() -> dict[str, Any]:
+                return dict(sb.call(sb.store.get, GROUP, "trainjobs", "default", "llm"))
+
             sb.call(sb.store.create, GROUP, "trainjobs", trainjob("llm"), namespace="default")
             waiting = wait_for(lambda: "does not exist" in quota_reserved(sb, "llm").get("message", "")
                                and quota_reserved(sb, "llm"), 30, "the TrainJob to wait for its runtime")
