@@ -2,11 +2,13 @@
 ``hack/upstream/kuberay``, its CRDs from the pinned module) runs, on the real control plane with
 kwok's nodes.
 
-Two gangs that fit the ClusterQueue's quota but not the one node together run one at a time: no
-gang is admitted while another's pods still hold the node, and no pod is bound before its gang is
-admitted (both checked at every poll). An eviction (the Workload deactivated) stops the whole gang
-— KubeRay deletes the RayJob's RayCluster and submitter Job — and the next gang is admitted only
-once those pods are gone.
+Two gangs that fit the ClusterQueue's quota but not the one node together run one at a time,
+checked at every poll: never two gangs' pods bound at once; no pod bound before its gang is
+admitted; no gang admitted while an unfinished gang's pods are alive. (A finished RayJob gives its
+quota and node back at once, as Kueue's does: the next gang may be admitted while KubeRay still
+deletes the finished one's RayCluster, and its pods are bound once those are gone.) An eviction
+(the Workload deactivated) stops the whole gang — KubeRay deletes the RayJob's RayCluster and
+submitter Job — and the next gang is admitted only once those pods are gone.
 
 What "finished" means here: kwok runs no Ray, so KubeRay never learns a Ray job's status from the
 Ray dashboard (it cannot reach one). The one way KubeRay ends a RayJob without the dashboard is its
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -178,14 +181,16 @@ class Gangs:
         """The gangs admitted and not finished (a finished RayJob keeps gangq's admission record)."""
         return {name for name, o in objects.items()
                 if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"].get("suspend")
-                and (o.get("status") or {}).get("jobDeploymentStatus") not in ("Complete", "Failed")}
+                and not finished(o)}
 
     def pods(self) -> list[dict[str, Any]]:
         return list(self.store.list("", "pods", NS)["items"])
 
     def poll(self) -> dict[str, list[dict[str, Any]]]:
-        """The pods of each gang (finished ones too), after checking the two rules."""
-        before = self.admitted(self.objects())
+        """The pods of each gang (finished ones too), after checking the rules."""
+        objects = self.objects()
+        before = self.admitted(objects)
+        done = {name for name, o in objects.items() if finished(o)}
         self.ever_admitted |= before
         pods = self.pods()
         after = self.admitted(self.objects())
@@ -202,9 +207,13 @@ class Gangs:
                 assert gang in self.ever_admitted, f"pod {pod['metadata']['name']} of {gang} bound before admission"
                 self.bound.setdefault(gang, time.monotonic())
         for gang in before:
-            others = sorted(g for g in alive if g != gang)
+            # a finished gang gives its quota back at once, as Kueue's does; its RayCluster's pods may
+            # still be on their way out (KubeRay deletes the cluster after the RayJob has finished)
+            others = sorted(g for g in alive if g != gang and g not in done)
             assert not others, f"{gang} admitted while pods of {others} are alive: " + ", ".join(
                 p["metadata"]["name"] for g in others for p in alive[g])
+        running = sorted({g for g, ps in alive.items() if any(p["spec"].get("nodeName") for p in ps)})
+        assert len(running) <= 1, f"pods of {running} bound at once on a node that holds one gang"
         return every
 
     def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
@@ -223,6 +232,11 @@ class Gangs:
 
 def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     return [p for p in pods or [] if _live(p)]
+
+
+def finished(obj: dict[str, Any]) -> bool:
+    """A RayJob KubeRay has finished (a RayCluster never finishes)."""
+    return (obj.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed")
 
 
 def rayjob_of(pod: dict[str, Any]) -> str | None:
@@ -266,11 +280,11 @@ def test_rayjobs_that_do_not_fit_the_node_together_run_one_at_a_time_and_finish(
     assert all(p["metadata"]["labels"][RAYJOB_LABEL] == "first" for p in first["first"])
     assert "second" not in gangs.ever_admitted
 
-    def finished(name: str) -> bool:
+    def failed(name: str) -> bool:
         return bool(store.get("ray.io", "rayjobs", NS, name).get("status", {}).get("jobDeploymentStatus") == "Failed")
 
-    gangs.wait(lambda pods: finished("first") and not live(pods.get("first")), 120, "the first RayJob to finish")
-    gangs.wait(lambda pods: finished("second") and not live(pods.get("second")), 180, "the second RayJob to finish")
+    gangs.wait(lambda pods: failed("first") and not live(pods.get("first")), 120, "the first RayJob to finish")
+    gangs.wait(lambda pods: failed("second") and not live(pods.get("second")), 180, "the second RayJob to finish")
     assert set(gangs.bound) == {"first", "second"} and gangs.bound["first"] < gangs.bound["second"]
     for name in ("first", "second"):
         status = store.get("ray.io", "rayjobs", NS, name)["status"]
@@ -305,8 +319,8 @@ def test_rayclusters_run_one_at_a_time_and_the_next_starts_once_one_is_deleted(c
 def test_a_deactivated_rayjob_stops_as_a_whole_and_frees_the_node_once_its_pods_are_gone(
         cluster: RealCluster) -> None:
     store = cluster.store
-    for name in ("first", "second"):  # KubeRay's default submitter: gangq writes it out at admission
-        store.create("ray.io", "rayjobs", rayjob(name), namespace=NS)
+    # KubeRay's default submitter: gangq writes it out at admission
+    stored = {name: store.create("ray.io", "rayjobs", rayjob(name), namespace=NS) for name in ("first", "second")}
     gangs = Gangs(store, "rayjobs", rayjob_of)
     first = gangs.wait(lambda pods: len(pods.get("first", [])) == 4 or pods.get("second"), 120,
                        "the first RayJob's four pods")
@@ -324,10 +338,13 @@ def test_a_deactivated_rayjob_stops_as_a_whole_and_frees_the_node_once_its_pods_
     wait_for(lambda: store.get("ray.io", "rayjobs", NS, "first").get("status", {}).get(
         "jobDeploymentStatus") == "Suspended", 60, "KubeRay to suspend the first RayJob")
     assert store.list("batch", "jobs", NS, label_selector="batch.kubernetes.io/job-name=first")["items"] == []
-    cluster_spec_after = evicted["spec"]["rayClusterSpec"]
-    for template in (cluster_spec_after["headGroupSpec"]["template"],
-                     cluster_spec_after["workerGroupSpecs"][0]["template"], evicted["spec"]["submitterPodTemplate"]):
-        assert "nodeSelector" not in template["spec"]  # the flavor taken out again
+    # the RayJob as it was written: the flavor and the label taken out, the default submitter too
+    after = copy.deepcopy(evicted["spec"]["rayClusterSpec"])
+    for group in after["workerGroupSpecs"]:
+        if group.get("scaleStrategy") == {}:  # written by KubeRay's own update of the RayJob (Go's empty struct)
+            del group["scaleStrategy"]
+    assert after == stored["first"]["spec"]["rayClusterSpec"], json.dumps(after, sort_keys=True)
+    assert "submitterPodTemplate" not in evicted["spec"]
     wl = workloads(store)["rayjob-first"]
     assert wl["status"].get("admission") is None
     second = gangs.wait(lambda pods: len(pods.get("second", [])) == 4, 120, "the second RayJob's four pods")
