@@ -4,7 +4,9 @@ gang a pod belongs to."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 from typing import Any
 
 import jsonpatch
@@ -17,6 +19,7 @@ from gangq.integrations import registry
 from gangq.integrations.job import JOB
 from gangq.integrations.ray import RAYCLUSTER, RAYJOB, RAYJOB_LABEL
 from gangq.integrations.registry import pod_gang
+from gangq.operator.webhook import mutate, parse_review
 
 FLAVORS = {"a100": FlavorSpec("a100", {"gpu": "a100"}, (), (Toleration("gpu", "Exists", "", "NoSchedule"),))}
 
@@ -294,3 +297,36 @@ def test_the_suspension_is_spec_suspend_alone() -> None:
     assert RAYJOB.suspend_ops(rayjob()) == [{"op": "add", "path": "/spec/suspend", "value": True}]
     assert RAYCLUSTER.unsuspend_ops(raycluster()) == [{"op": "add", "path": "/spec/suspend", "value": False}]
     assert not RAYCLUSTER.suspended({**raycluster(), "spec": {**raycluster()["spec"], "suspend": None}})
+
+
+# --- the webhook -------------------------------------------------------------------------------------------
+
+
+def _review(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "uid-1", "operation": "CREATE", "namespace": "team", "object": obj,
+        "kind": {"group": "ray.io", "version": "v1", "kind": obj["kind"]}}}
+
+
+def _mutation(obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+    response = mutate(parse_review(_review(obj)))
+    assert response["allowed"] is True
+    return json.loads(base64.b64decode(response["patch"])) if "patch" in response else None
+
+
+def test_the_webhook_suspends_a_labelled_rayjob_or_raycluster_at_creation_and_nothing_else() -> None:
+    suspend = [{"op": "add", "path": "/spec/suspend", "value": True}]
+    running = rayjob(suspend=False)
+    assert _mutation(running) == suspend
+    cluster = raycluster()
+    del cluster["spec"]["suspend"]  # a RayCluster's suspend is optional
+    assert _mutation(cluster) == suspend
+    assert _mutation(rayjob()) is None  # already suspended
+    child = raycluster()
+    child["spec"]["suspend"] = False
+    child["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj",
+                                             "uid": "u2", "controller": True}]
+    assert _mutation(child) is None  # the RayCluster its RayJob creates (with the RayJob's labels) runs
+    on_existing = rayjob(suspend=False, clusterSelector={"ray.io/cluster": "shared"})
+    del on_existing["spec"]["rayClusterSpec"]
+    assert _mutation(on_existing) is None  # KubeRay cannot suspend it: not queued
