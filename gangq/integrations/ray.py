@@ -24,8 +24,8 @@ gangq admits a fixed gang); a queued RayJob that keeps its RayCluster after the 
 (``spec.shutdownAfterJobFinishes`` false: the cluster would hold the quota, and KubeRay refuses to
 suspend such a RayJob); a RayJob with both ``spec.rayClusterSpec`` and ``spec.clusterSelector``;
 a worker group named ``head`` (or ``submitter`` beside a submitter). Also refused: GCS fault
-tolerance (``gcsFaultToleranceOptions``), whose Redis cleanup Job KubeRay runs when the cluster is
-deleted, outside the gang's pods.
+tolerance (``gcsFaultToleranceOptions``, or annotation ``ray.io/ft-enabled``), whose Redis cleanup
+Job KubeRay runs when the cluster is deleted, outside the gang's pods.
 
 **Not queued**: a RayJob with ``spec.clusterSelector`` alone runs on an existing RayCluster, which
 holds the quota (queue that RayCluster); KubeRay cannot suspend it. A RayCluster that a RayJob
@@ -60,6 +60,8 @@ VERSION: Final = "v1"
 CLUSTER_LABEL: Final = "ray.io/cluster"
 GROUP_LABEL: Final = "ray.io/group"
 NODE_TYPE_LABEL: Final = "ray.io/node-type"
+FT_ENABLED_ANNOTATION: Final = "ray.io/ft-enabled"
+"""GCS fault tolerance turned on the older way (a RayJob's annotations go to its RayCluster)."""
 RAYJOB_LABEL: Final = "gangq.io/rayjob-name"
 """On every pod template of an admitted RayJob (and so on its pods): the RayJob's name."""
 DEFAULT_SUBMITTER_ANNOTATION: Final = "gangq.io/default-submitter"
@@ -82,7 +84,7 @@ _COMPLETE: Final = "Complete"
 _FAILED: Final = "Failed"
 _VALIDATION_FAILED: Final = "ValidationFailed"
 # JobDeploymentStatus values reached only once a RayCluster ran.
-_RAN: Final = frozenset({"Running", "Waiting", _COMPLETE, _FAILED, "Suspending", "Retrying"})
+_RAN: Final = frozenset({"Running", "Waiting", _COMPLETE, _FAILED, "Retrying"})
 
 
 def _int(kind: str, obj: Mapping[str, Any], field: str, value: Any, default: int, minimum: int) -> int:
@@ -150,10 +152,14 @@ def check_cluster_spec(kind: str, obj: Mapping[str, Any], spec_path: JsonPath, f
                         "must not be true for a queued workload: the autoscaler would change the number of pods "
                         "after admission, and the gang is admitted with a fixed number (elastic admission is not "
                         "supported); set the worker groups' replicas instead")
+    why = ("is not supported for a queued workload: KubeRay runs a Redis cleanup Job when the cluster is "
+           "deleted, whose pod no quota would account for")
     if spec.get("gcsFaultToleranceOptions") is not None:
-        raise SpecError(kind, object_name(obj), f"{field}.gcsFaultToleranceOptions",
-                        "is not supported for a queued workload: KubeRay runs a Redis cleanup Job when the "
-                        "cluster is deleted, whose pod no quota would account for")
+        raise SpecError(kind, object_name(obj), f"{field}.gcsFaultToleranceOptions", why)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(FT_ENABLED_ANNOTATION, "")).lower() == "true":
+        raise SpecError(kind, object_name(obj), f"metadata.annotations[{FT_ENABLED_ANNOTATION}]",
+                        f"(GCS fault tolerance) {why}")
 
 
 def _cluster_ran(status: Mapping[str, Any]) -> bool:

@@ -120,6 +120,8 @@ def test_a_rayjob_is_bounded_by_its_active_deadline() -> None:
      "spec.enableInTreeAutoscaling"),
     ({**raycluster(), "spec": {**raycluster()["spec"], "gcsFaultToleranceOptions": {"redisAddress": "r:6379"}}},
      "spec.gcsFaultToleranceOptions"),
+    ({**raycluster(), "metadata": {**raycluster()["metadata"], "annotations": {"ray.io/ft-enabled": "True"}}},
+     "metadata.annotations[ray.io/ft-enabled]"),
     (raycluster(groupName="Head"), "spec.workerGroupSpecs[0].groupName"),
     (raycluster(groupName=""), "spec.workerGroupSpecs[0].groupName"),
     (raycluster(replicas=-1), "spec.workerGroupSpecs[0].replicas"),
@@ -192,6 +194,7 @@ def test_terminal_follows_the_job_deployment_status() -> None:
     for running in ("", "Initializing", "Running", "Retrying", "Suspending", "Suspended", "Waiting"):
         assert RAYJOB.terminal(status(jobDeploymentStatus=running)) is None
     assert not RAYJOB.started(status(jobDeploymentStatus="Initializing", rayClusterName="rj-abcde"))
+    assert not RAYJOB.started(status(jobDeploymentStatus="Suspending"))  # created suspended, KubeRay's way there
     assert RAYJOB.started(status(jobDeploymentStatus="Running"))
     assert RAYJOB.started(status(jobDeploymentStatus="Initializing",
                                  rayClusterStatus={"head": {"podName": "rj-abcde-head-x"}}))
