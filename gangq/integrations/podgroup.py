@@ -594,6 +594,29 @@ class PodGroupKind(WorkloadKind):
             writes.append(ObjectWrite(pod_path(_namespace(pod), pod_name), ops, str(meta.get("uid") or "")))
         return writes
 
+    def release_writes(self, obj: Mapping[str, Any]) -> list[ObjectWrite]:
+        """The writes that hand a group gangq does not queue back to the scheduler: gangq's gate
+        removed from each of its gated live pods (uid and gate tested). The webhook gates a
+        PodGroup's pods at their creation, before it can know whether their PodGroup will be
+        queued (it may not exist yet, and carries the queue label, not they); a PodGroup without a
+        queue label (and no default queue in its namespace) must not keep them from scheduling.
+        None while a PodGroup's pods wait for their PodGroup, as coscheduling's wait."""
+        if source(obj) == SOURCE_PODGROUP and not _meta(obj).get("uid"):
+            return []
+        writes: list[ObjectWrite] = []
+        for pod in pods(obj):
+            if not live(pod) or not gated(pod):
+                continue
+            meta = _meta(pod)
+            gates = list((pod.get("spec") or {}).get("schedulingGates") or [])
+            index = next(i for i, g in enumerate(gates) if isinstance(g, Mapping) and g.get("name") == GATE)
+            ops: Patch = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+                          {"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]},
+                          {"op": "remove", "path": f"/spec/schedulingGates/{index}"}]
+            writes.append(ObjectWrite(pod_path(_namespace(pod), str(meta.get("name"))), ops,
+                                      str(meta.get("uid") or "")))
+        return writes
+
     def eviction_writes(self, obj: Mapping[str, Any]) -> list[ObjectWrite]:
         """The deletion of every ungated pod that is neither finished nor being deleted (a pod's
         gate cannot come back; gated pods have not run and stay for the next admission)."""

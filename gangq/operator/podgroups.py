@@ -7,6 +7,8 @@ any) and its pods, and handed to the gangs as a watch event of the ``podgroups``
 The pods' own bookkeeping (node capacity, PodsReady, the end of an eviction) is done first by
 :meth:`Kinds.pod`, so a group whose last ungated pod is gone is stopped when its gang hears of it.
 The pods our admission patched are fed in with the patch's outcome, before their watch events.
+A group gangq does not queue (its PodGroup has no queue label and its namespace no default queue)
+has gangq's gate taken off its pods, which the webhook gated before it could know.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gangq.integrations.podgroup import PODGROUP, PodGroups
+from gangq.integrations.podgroup import PODGROUP, SOURCE_PODGROUP, PodGroups, membership
+from gangq.integrations.registry import queued
 from gangq.operator.gangs import Gangs
 
 
@@ -52,10 +55,28 @@ class PodGroupFeed:
     def podgroup_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """A PodGroup's watch event."""
         self._hand_on(self.groups.podgroup_event(event_type, obj), now)
+        meta = obj.get("metadata") or {}
+        self._release_unqueued(PODGROUP.key_for(SOURCE_PODGROUP, str(meta.get("namespace") or "default"),
+                                                str(meta.get("name"))))
 
     def pod_event(self, event_type: str, pod: Mapping[str, Any], now: float) -> None:
         """A pod's watch event, after the pod's own bookkeeping."""
         self._hand_on(self.groups.pod_event(event_type, pod), now)
+        member = membership(pod)
+        if member is not None and event_type != "DELETED":
+            namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+            self._release_unqueued(PODGROUP.key_for(member[0], namespace, member[1]))
+
+    def _release_unqueued(self, key: str) -> None:
+        """Take gangq's gate off the pods of a group it does not queue (see the module docstring)."""
+        if self.holding or key in self.gangs.state.entries:
+            return
+        obj = self.groups.group(key)
+        if obj is None or not PODGROUP.ours(obj) or queued(PODGROUP, obj, self.gangs.state.default_queue(obj)):
+            return
+        writes = PODGROUP.release_writes(obj)
+        if writes:
+            self.gangs.writer.write_objects(f"release:{key}", f"{PODGROUP.kind} {key} (not queued)", writes)
 
     def written(self, pods: Iterable[Mapping[str, Any]], now: float) -> None:
         """Pods as our admission patched them."""

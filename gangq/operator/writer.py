@@ -426,6 +426,12 @@ class Writer:
     def write_status(self, entry: Entry, writes: list[ObjectWrite]) -> None:
         """Status writes of the queued object itself (a PodGroup's phase and counts), in the
         background lane; a failed one is logged (the next change writes it again)."""
+        self.write_objects(f"status:{entry.key}", f"{entry.kind.kind} {entry.key}", writes)
+
+    def write_objects(self, name: str, what: str, writes: list[ObjectWrite]) -> None:
+        """JSON Patches of objects no admission or eviction waits for, in the background lane
+        (``name`` the task's, ``what`` for the log); a failed one is logged at debug level: the
+        next change of what they were computed from writes them again."""
 
         async def write() -> None:
             for w in writes:
@@ -435,9 +441,9 @@ class Writer:
                     await self.state.client.patch(f"{w.path}/{w.subresource}" if w.subresource else w.path,
                                                   w.patch, JSON_PATCH, want_body=False)
                 except ApiError as err:
-                    log.debug("%s %s: status not written: %s", entry.kind.kind, entry.key, err)
+                    log.debug("%s: not written: %s", what, err)
 
-        self.spawn(f"status:{entry.key}", write)
+        self.spawn(name, write)
 
     # ------------------------------------------------------------------------------------------
     # ClusterQueues

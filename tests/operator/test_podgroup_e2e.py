@@ -9,6 +9,9 @@ quick start registers it (gangq/integrations/podgroup.py):
   evicted at its ``scheduleTimeoutSeconds``: its pods are deleted and its quota comes back;
 - a Kueue plain-pod group (``kueue.x-k8s.io/pod-group-name``, total count 2) and a single
   labelled pod run and succeed;
+- a PodGroup without a queue label (none in its namespace by default) is not gangq's: the webhook
+  gated its pods before it could know, so gangq takes its gate off again and they run, with no
+  Workload;
 - a PodGroup, a Kueue group and a single pod admitted before a controller restart come back
   admitted from the admission recorded on their pods: none is deleted, and their quota stays
   charged (a pod that does not fit beside them stays gated until they finish).
@@ -174,6 +177,32 @@ def test_a_kueue_pod_group_and_a_single_pod_run(cluster_factory: Callable[..., C
         wait_for(lambda: {"kg-0", "kg-1", "solo"} <= succeeded(), 90, "the Kueue group and the single pod succeed")
         for name in ("kg-0", "kg-1", "solo"):
             assert store.get("", "pods", "default", name)["metadata"]["annotations"].get(pg.ADMISSION_ANNOTATION)
+    finally:
+        op.stop()
+        unregister(sb)
+
+
+def test_a_podgroup_without_a_queue_is_given_back_to_the_scheduler(
+        cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
+    sb, op, store = setup(cluster_factory, tmp_path, 32)
+    try:
+        group = podgroup("free", 2)
+        del group["metadata"]["labels"]
+        store.create(pg.GROUP, pg.PLURAL, group, namespace="default")
+        for i in range(2):
+            created = store.create("", "pods", pod(f"free-{i}", {pg.POD_GROUP_LABEL: "free"}, gpus=1),
+                                   namespace="default")
+            assert pg.gated(created), created["spec"]  # gated at creation: its PodGroup could be queued
+
+        def succeeded() -> bool:
+            pods = group_pods(store, pg.POD_GROUP_LABEL, {"free"})
+            return len(pods) == 2 and all(p["status"].get("phase") == "Succeeded" for p in pods)
+
+        wait_for(succeeded, 60, "the unqueued group's pods ungated and succeeded")
+        assert not [w for w in store.list("gangq.io", "workloads", "default")["items"]
+                    if w["metadata"]["name"] == "podgroup-free"]
+        assert not any(p["metadata"].get("annotations", {}).get(pg.ADMISSION_ANNOTATION)
+                       for p in group_pods(store, pg.POD_GROUP_LABEL, {"free"}))
     finally:
         op.stop()
         unregister(sb)
