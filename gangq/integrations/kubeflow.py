@@ -103,8 +103,7 @@ class KubeflowJobKind(WorkloadKind):
             if declared is not None:
                 spec.min_resources = declared or None
             elif self.training_operator and (min_available := self._min_available(obj, total)) is not None:
-                spec.min_resources = operator_min_resources(self.kind, obj, self.kf.replica_specs, min_available,
-                                                            priority_classes)
+                spec.min_resources = operator_min_resources(self.kind, obj, self.kf.replica_specs, min_available)
         spec.validate()
         return spec
 
@@ -185,54 +184,43 @@ def _declared_min_resources(kind: str, obj: Mapping[str, Any]) -> dict[str, int]
             for r, q in raw.items()}
 
 
-def operator_min_resources(kind: str, obj: Mapping[str, Any], replica_specs: str, min_member: int,
-                           priority_classes: Mapping[str, int]) -> dict[str, int]:
+def operator_min_resources(kind: str, obj: Mapping[str, Any], replica_specs: str, min_member: int) -> dict[str, int]:
     """The ``minResources`` the training operator (v1.8.1) writes into a job's PodGroup when the
     job sets ``minAvailable`` (``min_member``) and no ``minResources``.
 
-    The operator's rule: the replica types are taken by descending value of their template's
-    PriorityClass (``priorityClassName``; none, or one that does not exist: 0), and within that
-    order the first ``min_member`` pods; each pod counts its containers' requests — a container
-    whose ``resources.requests`` is not set counts its limits instead — and nothing else (no init
-    containers, no overhead).
+    The operator adds up the first ``min_member`` pods, replica type by replica type, each pod its
+    containers' requests — a container whose ``resources.requests`` is not set counts its limits
+    instead — and nothing else (no init containers, no overhead). It means to take the replica
+    types by descending PriorityClass, but the PriorityClass lister it reads is never filled (its
+    informer is not started), so every lookup fails and every replica type counts as priority 0:
+    it takes them in Go's map order, random on each reconcile, and it rewrites the PodGroup on each
+    reconcile. When ``min_member`` ends inside the job's pods, which pods count can change from one
+    write to the next.
 
-    Replica types of one priority the operator takes in Go's map order, which is random on each
-    reconcile: when ``min_member`` ends inside such a tier, which pods count changes from one
-    write to the next. gangq takes, for each resource, the most any of those orders can add up to
-    (the tier's types by that resource's amount per pod, largest first). That bounds every value
-    the operator may write, so the gang gangq admits passes coscheduling's check of whichever it
-    writes; a smaller choice (one fixed order) would admit gangs that order under-counts, whose
-    pods coscheduling then holds while they keep the quota.
+    gangq takes, for each resource, the most any order adds up to (the replica types by that
+    resource's amount per pod, largest first). That bounds every value the operator may write, so a
+    gang gangq admits passes coscheduling's check of whichever it writes; one fixed order would
+    admit gangs that order under-counts, whose pods coscheduling would then hold while they keep
+    the quota. Where the replica types' pods ask for the same, every order agrees and this is
+    exactly what the operator writes.
     """
     name = object_name(obj)
     specs = (obj.get("spec") or {}).get(replica_specs) or {}
-    tiers: dict[int, list[tuple[int, dict[str, Decimal]]]] = {}
+    types: list[tuple[int, dict[str, Decimal]]] = []
     for rtype, rspec in specs.items():
-        field = f"spec.{replica_specs}[{rtype}].template.spec"
-        replicas = rspec.get("replicas", 1)
-        pod_spec = ((rspec.get("template") or {}).get("spec") or {})
-        tiers.setdefault(priority_classes.get(str(pod_spec.get("priorityClassName") or ""), 0), []).append(
-            (replicas, _container_amounts(kind, name, field, pod_spec)))
-    total: dict[str, Decimal] = {}
-    left = min_member
-    for priority in sorted(tiers, reverse=True):
-        tier = tiers[priority]
-        if sum(count for count, _ in tier) <= left:
-            for count, per_pod in tier:
-                for resource, amount in per_pod.items():
-                    total[resource] = total.get(resource, Decimal(0)) + amount * count
-            left -= sum(count for count, _ in tier)
-            continue
-        for resource in {r for _, per_pod in tier for r in per_pod}:
-            take, most = left, Decimal(0)
-            for amount, count in sorted(((per_pod.get(resource, Decimal(0)), count) for count, per_pod in tier),
-                                        reverse=True):
-                pods = min(count, take)
-                most += amount * pods
-                take -= pods
-            total[resource] = total.get(resource, Decimal(0)) + most
-        break
-    return {resource: to_canonical(resource, amount) for resource, amount in total.items()}
+        pod_spec = (rspec.get("template") or {}).get("spec") or {}
+        types.append((rspec.get("replicas", 1),
+                      _container_amounts(kind, name, f"spec.{replica_specs}[{rtype}].template.spec", pod_spec)))
+    total: dict[str, int] = {}
+    for resource in {r for _, per_pod in types for r in per_pod}:
+        take, most = min_member, Decimal(0)
+        for amount, count in sorted(((per_pod.get(resource, Decimal(0)), count) for count, per_pod in types),
+                                    reverse=True):
+            pods = min(count, take)
+            most += amount * pods
+            take -= pods
+        total[resource] = to_canonical(resource, most)
+    return total
 
 
 def _container_amounts(kind: str, name: str, field: str, pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:

@@ -30,10 +30,8 @@ def container(requests: dict[str, Any] | None = None, limits: dict[str, Any] | N
     return {"name": name, "image": "x", "resources": resources}
 
 
-def replica(replicas: int, *containers: dict[str, Any], priority_class: str | None = None) -> dict[str, Any]:
+def replica(replicas: int, *containers: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": list(containers)}
-    if priority_class:
-        spec["priorityClassName"] = priority_class
     return {"replicas": replicas, "restartPolicy": "OnFailure", "template": {"spec": spec}}
 
 
@@ -103,36 +101,27 @@ def test_a_bad_min_available_is_an_error_naming_it_also_when_only_min_resources_
 # --- minAvailable without minResources: the operator's sum ----------------------------------------
 
 
-def test_the_first_min_available_pods_by_priority_class_are_summed() -> None:
-    job = uneven(minAvailable=2)
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "high"
-    # the workers' PriorityClass puts two workers first
-    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 2000, "memory": 16 * GI}
-    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] = "high"
-    del job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"]
-    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 5000, "memory": 9 * GI}
-
-
-def test_a_priority_class_that_does_not_exist_counts_as_none() -> None:
-    job = uneven(minAvailable=2)
-    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] = "low"
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "gone"
-    # the workers' class is unknown (0 to the operator), the master's is below it: two workers
-    assert PYTORCHJOB.to_workload(job, {"low": -5}, {}).min_resources == {"cpu": 2000, "memory": 16 * GI}
-    # minAvailable of every pod: all of them, in any order
-    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 4
-    assert PYTORCHJOB.to_workload(job, {"low": -5}, {}).min_resources == {"cpu": 7000, "memory": 25 * GI}
-
-
-def test_tied_replica_types_count_the_most_any_order_of_theirs_adds_up_to() -> None:
+def test_the_replica_types_count_the_most_any_order_of_theirs_adds_up_to() -> None:
     # master first: 5 cpu and 9Gi; workers first: 2 cpu and 16Gi; the operator's order is random
     assert PYTORCHJOB.to_workload(uneven(minAvailable=2), {}, {}).min_resources == {"cpu": 5000, "memory": 16 * GI}
     # three of four: master first 6 cpu, 17Gi; workers first 4 cpu (three workers), 24Gi
     assert PYTORCHJOB.to_workload(uneven(minAvailable=3), {}, {}).min_resources == {"cpu": 6000, "memory": 24 * GI}
-    # a tie broken by a higher tier taken whole: the rest comes from the tie below
-    job = uneven(minAvailable=3)
-    job["spec"]["pytorchReplicaSpecs"]["Chief"] = replica(1, container({"cpu": "1"}), priority_class="high")
-    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 6000, "memory": 16 * GI}
+    # every pod: all of them, in any order
+    assert PYTORCHJOB.to_workload(uneven(minAvailable=4), {}, {}).min_resources == {"cpu": 7000, "memory": 25 * GI}
+    # pods that ask for the same: every order agrees
+    same = pytorchjob(replica(1, container({"cpu": "1", "memory": "1Gi"})),
+                      replica(2, container({"cpu": "1", "memory": "1Gi"})), minAvailable=2)
+    assert PYTORCHJOB.to_workload(same, {}, {}).min_resources == {"cpu": 2000, "memory": 2 * GI}
+
+
+def test_priority_classes_do_not_order_the_replica_types() -> None:
+    # v1.8.1's PriorityClass lister is never filled: the master's class changes nothing
+    job = uneven(minAvailable=2)
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] = "high"
+    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 5000, "memory": 16 * GI}
+    job = uneven(minAvailable=1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "high"
+    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 4000, "memory": 8 * GI}
 
 
 def test_each_container_counts_its_requests_else_its_limits_and_nothing_else() -> None:
@@ -141,10 +130,10 @@ def test_each_container_counts_its_requests_else_its_limits_and_nothing_else() -
     worker["template"]["spec"]["initContainers"] = [container({"cpu": "8"}, name="init")]
     worker["template"]["spec"]["overhead"] = {"cpu": "1"}
     job = pytorchjob(replica(1, container({"cpu": "1"})), worker, minAvailable=3)
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "high"
-    assert PYTORCHJOB.to_workload(job, HIGH, {}).min_resources == {"cpu": 4500, "memory": 3 * GI}
+    # the most for cpu and memory: three workers of 1.5 cpu and 1Gi
+    assert PYTORCHJOB.to_workload(job, {}, {}).min_resources == {"cpu": 4500, "memory": 3 * GI}
     # the gang itself still asks for what the pods request as the kube-scheduler counts them
-    worker_set = PYTORCHJOB.to_workload(job, HIGH, {}).pod_sets[1]
+    worker_set = PYTORCHJOB.to_workload(job, {}, {}).pod_sets[1]
     assert worker_set.requests == {"cpu": 9000, "memory": GI, "nvidia.com/gpu": 1}
 
 
@@ -161,7 +150,7 @@ def test_replicas_left_out_are_one_pod_and_amounts_are_exact_until_rounded_once(
     del job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"]
     # 3 × 0.3333 cores = 999.9 millicores, rounded up once (not 3 × 334)
     assert PYTORCHJOB.to_workload(job, {}, {}).min_resources == {"cpu": 1000}
-    assert operator_min_resources("PyTorchJob", job, "pytorchReplicaSpecs", 1, {}) == {"cpu": 334}
+    assert operator_min_resources("PyTorchJob", job, "pytorchReplicaSpecs", 1) == {"cpu": 334}
 
 
 def test_nothing_is_derived_without_min_available_or_for_the_mpi_operators_jobs() -> None:

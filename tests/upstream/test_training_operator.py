@@ -1,0 +1,360 @@
+"""gangq queues PyTorchJobs that the Kubeflow training operator (v1.8.1, built from
+``hack/upstream/training-operator``, its CRDs from the pinned module) runs with gang scheduling
+(``--gang-scheduler-name=scheduler-plugins``), on the real control plane with kwok's nodes.
+
+With gang scheduling the operator creates a coscheduling PodGroup (``scheduling.x-k8s.io/v1alpha1``)
+for a job once the job runs, and gives the job's pods ``schedulerName: scheduler-plugins`` and the
+PodGroup's label. A second kube-scheduler of the control plane's build, with one profile of that
+name, binds them (:func:`tests.upstream.operators.named_scheduler`): it stands in for
+scheduler-plugins' coscheduling, which a user running the operator this way has serve that name.
+What gangq promises does not depend on that scheduler holding a gang back: gangq admits the gang
+whole, and its pods reach a scheduler only then.
+
+Two PyTorchJobs with ``minAvailable`` that fit the ClusterQueue's quota but not the node together
+run one at a time: no job is admitted while another's pods are alive, and no pod is bound before
+its job is admitted (both checked at every poll). The PodGroup the operator writes for each carries
+the ``minMember`` and ``minResources`` of the Workload gangq wrote: one job's derived from
+``minAvailable`` as the operator derives them, the other's its own
+``schedulingPolicy.minResources``. The PodGroups are the jobs' gangs, never Workloads of their own.
+Both finish (kwok completes their pods). An eviction (the Workload deactivated) stops the whole
+job — the operator deletes its pods and its PodGroup — and the next job is admitted only once those
+pods are gone.
+
+Where a job's replica types ask for different resources, the operator sums ``minAvailable`` pods
+taken in a random order of replica types on each reconcile (its PriorityClass lister is never
+filled): its PodGroup then carries one of those sums, and gangq charges the most of them, resource
+by resource (:func:`gangq.integrations.kubeflow.operator_min_resources`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.controlplane import upstream
+from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.sandbox.errors import ApiError
+from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+from tests.clusters import RealCluster
+from tests.conftest import _unavailable, require_real_control_plane
+from tests.controlplane.kube import RUN_CONFIG as CONFIG
+from tests.controlplane.kube import gangq_run, get, wait_for
+
+from .operators import install_crds, named_scheduler, training_operator, training_operator_crds
+
+NS = "kubeflow-queue"
+NODES = "1x{cpu:4,memory:16Gi}[pool=kf]"
+GANG_SCHEDULER = "scheduler-plugins"
+QUEUE = {"gangq.io/queue-name": "user-queue"}
+JOB_NAME = "training.kubeflow.org/job-name"
+POD_GROUP = "scheduling.x-k8s.io/pod-group"
+ADMISSION = "gangq.io/admission"
+GI = 2**30
+
+
+@pytest.fixture(scope="session")
+def operator_binary() -> Path:
+    """The training operator's binary, built from the pin when missing (Go needed the first time only)."""
+    from gangq.controlplane.build import BuildError, go_binary
+
+    require_real_control_plane()
+    if go_binary() is None and not (upstream.bin_dir("training-operator") / "training-operator").is_file():
+        _unavailable("Go is not installed and the training operator is not built")
+    try:
+        return upstream.build_operator("training-operator") / "training-operator"
+    except BuildError as err:
+        _unavailable(f"the training operator did not build: {err}")
+        raise
+
+
+def _queues(store: Any) -> None:
+    store.create("gangq.io", "resourceflavors", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "kf-nodes"},
+        "spec": {"nodeLabels": {"pool": "kf"}}})
+    store.create("gangq.io", "clusterqueues", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+            {"name": "kf-nodes", "resources": [{"name": "cpu", "nominalQuota": "16"},
+                                               {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
+    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
+                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
+                 namespace=NS)
+
+
+def _delete_jobs(store: Any) -> None:
+    """Delete what is left of the test's PyTorchJobs (their pods, Services and PodGroups follow
+    them through their ownerReferences)."""
+    for obj in store.list("kubeflow.org", "pytorchjobs", NS)["items"]:
+        with contextlib.suppress(ApiError):
+            store.delete("kubeflow.org", "pytorchjobs", NS, obj["metadata"]["name"], propagation_policy="Background")
+
+
+@pytest.fixture
+def cluster(real_cluster: RealCluster, operator_binary: Path, tmp_path: Path) -> Iterator[RealCluster]:
+    real_cluster.reset(NODES)
+    cp = real_cluster.cp
+    install_crds(cp, training_operator_crds())
+    assert get(cp, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"), \
+        "gangq's install serves the PodGroup CRD (crds/scheduling.x-k8s.io_podgroups.yaml)"
+    store = real_cluster.store
+    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    wait_for(lambda: get(cp, f"/api/v1/namespaces/{NS}/serviceaccounts/default"), 30, "the default SA")
+    _queues(store)
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
+    with named_scheduler(cp, GANG_SCHEDULER, tmp_path / "scheduler"), \
+            training_operator(cp, operator_binary, operator_log(tmp_path).parent, gang_scheduler=GANG_SCHEDULER), \
+            gangq_run(real_cluster.controller_kubeconfig, CONFIG, tmp_path, lambda: get(cp, lease),
+                      "the controller to take its lease"):
+        try:
+            yield real_cluster
+        finally:
+            _delete_jobs(store)
+    real_cluster.reset(DEFAULT_NODE_SPEC)
+
+
+# --- objects ------------------------------------------------------------------------------------------
+
+
+def _replica(replicas: int, cpu: str, memory: str, run_seconds: str) -> dict[str, Any]:
+    return {"replicas": replicas, "restartPolicy": "OnFailure", "template": {
+        "metadata": {"annotations": {"sandbox.gangq.io/run-seconds": run_seconds}},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [
+            {"name": "pytorch", "image": "pytorch/pytorch:2.5.1",
+             "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}}
+
+
+def pytorchjob(name: str, run_seconds: str, *, master_cpu: int = 1, **scheduling: Any) -> dict[str, Any]:
+    """A master of ``master_cpu`` cpu and as many Gi and two workers of 1 cpu and 1Gi, their pods
+    running ``run_seconds``; ``minAvailable: 2`` with ``scheduling``."""
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "labels": dict(QUEUE)},
+            "spec": {"runPolicy": {"suspend": True, "schedulingPolicy": {"minAvailable": 2, **scheduling}},
+                     "pytorchReplicaSpecs": {
+                         "Master": _replica(1, str(master_cpu), f"{master_cpu}Gi", run_seconds),
+                         "Worker": _replica(2, "1", "1Gi", run_seconds)}}}
+
+
+def canonical(quantities: dict[str, Any]) -> dict[str, int]:
+    ctx = FieldContext("test", "", "")
+    return {r: to_canonical(r, exact_quantity(q, ctx, r)) for r, q in quantities.items()}
+
+
+# --- watching the gangs ----------------------------------------------------------------------------------
+
+
+def _live(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [p for p in pods or [] if _live(p)]
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def operator_log(tmp_path: Path) -> Path:
+    """The log of the test's training operator (:func:`cluster`)."""
+    return tmp_path / "training-operator" / "training-operator.log"
+
+
+class Gangs:
+    """Reads the PyTorchJobs and their pods; every :meth:`poll` checks that no job is admitted while
+    another's pods are alive, and that no pod is bound before its job's admission.
+
+    It also gets the operator past a stall of its own (:meth:`unstall`)."""
+
+    def __init__(self, store: Any, log: Path) -> None:
+        self.store = store
+        self.log = log
+        self.ever_admitted: set[str] = set()
+        self.bound: dict[str, float] = {}  # job → when a pod of it was first seen bound
+        self.nudged: dict[str, int] = {}  # job → the operator's failed PodGroup creations seen
+
+    def unstall(self, job: str) -> None:
+        """The operator reads a PodGroup it has just created from its cache; when the cache lags,
+        it fails the reconcile ("unable to get PodGroup after success creation", then "already
+        exists") and waits for the next event of the job, but a PodGroup's own creation event is
+        filtered out (it has no replica-type label) and its status write of the same second
+        changes nothing: the job stays without pods. A user's touch gets it going; so does this
+        one, an annotation of the test's own, once per failure seen in the operator's log."""
+        failures = self.log.read_text(errors="replace").count(
+            f"Sync PodGroup {NS}/{job}: unable to create PodGroup")
+        if failures > self.nudged.get(job, 0):
+            self.nudged[job] = failures
+            self.store.patch("kubeflow.org", "pytorchjobs", NS, job,
+                             {"metadata": {"annotations": {"test.gangq.io/nudge": str(failures)}}}, "merge")
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in self.store.list("kubeflow.org", "pytorchjobs", NS)["items"]}
+
+    def admitted(self) -> set[str]:
+        """The jobs admitted and not finished (a finished job keeps gangq's admission record)."""
+        return {name for name, o in self.jobs().items()
+                if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"]["runPolicy"].get("suspend")
+                and not _finished(o)}
+
+    def poll(self) -> dict[str, list[dict[str, Any]]]:
+        """The pods of each job (finished ones too), after checking the two rules."""
+        before = self.admitted()
+        self.ever_admitted |= before
+        pods = self.store.list("", "pods", NS)["items"]
+        self.ever_admitted |= self.admitted()
+        alive: dict[str, list[dict[str, Any]]] = {}
+        every: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            job = (pod["metadata"].get("labels") or {}).get(JOB_NAME)
+            assert job is not None, f"a pod of no job: {pod['metadata']['name']}"
+            every.setdefault(job, []).append(pod)
+            if _live(pod):
+                alive.setdefault(job, []).append(pod)
+            if pod["spec"].get("nodeName"):
+                assert job in self.ever_admitted, f"pod {pod['metadata']['name']} of {job} bound before admission"
+                self.bound.setdefault(job, time.monotonic())
+        for job in before:
+            others = sorted(g for g in alive if g != job)
+            assert not others, f"{job} admitted while pods of {others} are alive: " + ", ".join(
+                p["metadata"]["name"] for g in others for p in alive[g])
+            if not every.get(job):
+                self.unstall(job)
+        return every
+
+    def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
+             what: str) -> dict[str, list[dict[str, Any]]]:
+        """Poll until ``cond(pods of each job)`` holds; the pods of each job then."""
+        last: dict[str, list[dict[str, Any]]] = {}
+
+        def check() -> Any:
+            last.clear()
+            last.update(self.poll())
+            return cond(last)
+
+        wait_for(check, timeout, what)
+        return last
+
+
+def workloads(store: Any) -> dict[str, dict[str, Any]]:
+    return {w["metadata"]["name"]: w for w in store.list("gangq.io", "workloads", NS)["items"]}
+
+
+def podgroup(store: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(store.get("scheduling.x-k8s.io", "podgroups", NS, name))
+    except ApiError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+def condition(obj: dict[str, Any], ctype: str) -> bool:
+    return any(c["type"] == ctype and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions", []))
+
+
+def running(pods: list[dict[str, Any]] | None, count: int) -> bool:
+    return len(live(pods)) == count and all(p["status"].get("phase") == "Running" for p in live(pods))
+
+
+# --- the tests -----------------------------------------------------------------------------------------------
+
+
+def test_pytorchjobs_run_one_at_a_time_and_the_operators_podgroups_carry_what_gangq_charged(
+        cluster: RealCluster, tmp_path: Path) -> None:
+    store = cluster.store
+    # three pods of 1 cpu each (the node has 4), two of them the gang's minimum
+    store.create("kubeflow.org", "pytorchjobs", pytorchjob("first", "8"), namespace=NS)
+    store.create("kubeflow.org", "pytorchjobs", pytorchjob("second", "8", minResources={"cpu": "2500m",
+                                                                                         "memory": "2Gi"}),
+                 namespace=NS)
+    gangs = Gangs(store, operator_log(tmp_path))
+    wait_for(lambda: len(workloads(store)) == 2, 60, "both Workloads")
+    wls = workloads(store)
+    # gangq's gangs: minAvailable of the job, and min-resources as the operator will write them —
+    # any two pods — or as the job says
+    first_wl, second_wl = wls["pytorchjob-first"]["spec"], wls["pytorchjob-second"]["spec"]
+    assert (first_wl["minMember"], canonical(first_wl["minResources"])) == (2, {"cpu": 2000, "memory": 2 * GI})
+    assert (second_wl["minMember"], canonical(second_wl["minResources"])) == (2, {"cpu": 2500, "memory": 2 * GI})
+
+    pods = gangs.wait(lambda pods: running(pods.get("first"), 3) or running(pods.get("second"), 3), 120,
+                      "one job's three pods running")
+    running_job = "first" if running(pods.get("first"), 3) else "second"
+    waiting_job = "second" if running_job == "first" else "first"
+    assert not pods.get(waiting_job), f"{waiting_job} has pods beside {running_job}"
+    for pod in pods[running_job]:
+        assert pod["spec"]["schedulerName"] == GANG_SCHEDULER
+        assert pod["metadata"]["labels"][POD_GROUP] == running_job
+        assert pod["spec"]["nodeSelector"] == {"pool": "kf"}  # the flavor's node labels, in every template
+        assert not pod["spec"].get("schedulingGates")  # the job's pods: never gated as a pod group's
+    group = podgroup(store, running_job)
+    assert group is not None, f"the operator made no PodGroup for {running_job}"
+    owner = [r for r in group["metadata"]["ownerReferences"] if r.get("controller")]
+    assert [(r["kind"], r["name"]) for r in owner] == [("PyTorchJob", running_job)]
+    wl = wls[f"pytorchjob-{running_job}"]["spec"]
+    assert group["spec"]["minMember"] == wl["minMember"]
+    assert canonical(group["spec"]["minResources"]) == canonical(wl["minResources"])
+    assert podgroup(store, waiting_job) is None  # a suspended job has none
+    assert waiting_job not in gangs.ever_admitted
+
+    def finished(name: str) -> bool:
+        return condition(store.get("kubeflow.org", "pytorchjobs", NS, name), "Succeeded")
+
+    gangs.wait(lambda pods: finished(running_job) and not live(pods.get(running_job)), 120,
+               f"{running_job} to succeed")
+    pods = gangs.wait(lambda pods: len(pods.get(waiting_job, [])) == 3, 120, f"{waiting_job}'s pods")
+    group = podgroup(store, waiting_job)
+    assert group is not None, f"the operator made no PodGroup for {waiting_job}"
+    wl = workloads(store)[f"pytorchjob-{waiting_job}"]["spec"]
+    assert group["spec"]["minMember"] == wl["minMember"]
+    assert canonical(group["spec"]["minResources"]) == canonical(wl["minResources"])
+    gangs.wait(lambda pods: finished(waiting_job) and not live(pods.get(waiting_job)), 120, f"{waiting_job} to succeed")
+    assert set(gangs.bound) == {"first", "second"} and gangs.bound[running_job] < gangs.bound[waiting_job]
+
+    # the PodGroups were the jobs' gangs, never Workloads of their own
+    assert sorted(workloads(store)) == ["pytorchjob-first", "pytorchjob-second"]
+    wait_for(lambda: all(condition(w, "Finished") for w in workloads(store).values()), 30, "both Workloads Finished")
+    # the operator deletes a finished job's PodGroup
+    wait_for(lambda: podgroup(store, "first") is None and podgroup(store, "second") is None, 60,
+             "the finished jobs' PodGroups gone")
+
+
+def test_a_deactivated_pytorchjob_stops_whole_and_the_next_starts_once_its_pods_are_gone(
+        cluster: RealCluster, tmp_path: Path) -> None:
+    store = cluster.store
+    # a master of 2 cpu and 2Gi, two workers of 1 cpu and 1Gi: the node's 4 cpu
+    store.create("kubeflow.org", "pytorchjobs", pytorchjob("first", "-1", master_cpu=2), namespace=NS)
+    gangs = Gangs(store, operator_log(tmp_path))
+    gangs.wait(lambda pods: running(pods.get("first"), 3), 120, "the first job's three pods running")
+    store.create("kubeflow.org", "pytorchjobs", pytorchjob("second", "-1", master_cpu=2), namespace=NS)
+    wait_for(lambda: "pytorchjob-second" in workloads(store), 60, "the second job's Workload")
+    time.sleep(3)  # the node is full: the second job waits
+    assert "second" not in gangs.poll() and "second" not in gangs.ever_admitted
+    assert podgroup(store, "second") is None
+    # the operator sums two pods in a random order of replica types: the master and a worker, or
+    # two workers; gangq charged the most of either, resource by resource
+    charged = canonical(workloads(store)["pytorchjob-first"]["spec"]["minResources"])
+    assert charged == {"cpu": 3000, "memory": 3 * GI}
+    group = podgroup(store, "first")
+    assert group is not None and group["spec"]["minMember"] == 2
+    assert canonical(group["spec"]["minResources"]) in ({"cpu": 3000, "memory": 3 * GI},
+                                                         {"cpu": 2000, "memory": 2 * GI})
+
+    store.patch("gangq.io", "workloads", NS, "pytorchjob-first", {"spec": {"active": False}}, "merge")
+    second = gangs.wait(lambda pods: running(pods.get("second"), 3), 120, "the second job's pods after the first's")
+    assert not live(second.get("first"))  # every pod of the first gone before the second was admitted
+    evicted = store.get("kubeflow.org", "pytorchjobs", NS, "first")
+    assert evicted["spec"]["runPolicy"]["suspend"] is True
+    for rspec in evicted["spec"]["pytorchReplicaSpecs"].values():
+        assert "nodeSelector" not in rspec["template"]["spec"]  # the flavor taken out again
+    wait_for(lambda: condition(store.get("kubeflow.org", "pytorchjobs", NS, "first"), "Suspended"), 60,
+             "the operator to mark the first job suspended")
+    assert podgroup(store, "first") is None  # the operator deletes a suspended job's PodGroup
+    assert workloads(store)["pytorchjob-first"]["status"].get("admission") is None
+    group = podgroup(store, "second")
+    assert group is not None and group["spec"]["minMember"] == 2
+    assert gangs.ever_admitted == {"first", "second"}
