@@ -124,12 +124,17 @@ TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
 TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 """Where the operator's webhook server reads its certificate (fixed in its code): its Deployment
-mounts the Secret there."""
+mounts the Secret there. The Trainer's reads the same directory (:data:`TRAINER_CERT_DIR`)."""
 
 
 def _mount_certificate(cp: ControlPlane, stop: threading.Event) -> None:
-    """Do what the kubelet does for the operator's pod: once the Secret holds a serving certificate,
-    put it in the directory the webhook server reads (each file replaced whole)."""
+    """Do what the kubelet does for the operator's pod — once the Secret holds a serving
+    certificate, put it in the directory its webhook server reads — unless a certificate is there
+    already: the directory is one for the whole machine, and a Trainer running beside (its webhook
+    called by its API server) must keep its own. Nothing calls this operator's webhooks, so any
+    certificate there serves it."""
+    if all((TRAINING_OPERATOR_CERT_DIR / name).is_file() for name in ("tls.crt", "tls.key")):
+        return
     path = f"/api/v1/namespaces/{TRAINING_OPERATOR_NAMESPACE}/secrets/{TRAINING_OPERATOR_SECRET}"
     while not stop.is_set():
         data = (get(cp, path) or {}).get("data") or {}
@@ -152,10 +157,10 @@ def training_operator(cp: ControlPlane, binary: Path, workdir: Path, *, gang_sch
     ``scheduling.x-k8s.io/v1alpha1``, whose CRD must be served). Yields its log file.
 
     Whatever its flags say, it manages its webhook certificate with cert-controller and is ready
-    only once the certificate is in its webhook server's directory: the Secret it keeps it in is
+    only once a certificate is in its webhook server's directory: the Secret it keeps it in is
     created here (empty; the operator fills it) and copied to that directory as its Deployment's
-    volume would be. Its webhook server listens on a free port; no webhook configuration points
-    at it.
+    volume would be (:func:`_mount_certificate`). Its webhook server listens on a free port; no
+    webhook configuration points at it.
     """
     ns = TRAINING_OPERATOR_NAMESPACE
     if get(cp, f"/api/v1/namespaces/{ns}") is None:
