@@ -248,6 +248,8 @@ class Gangs:
         """A watch event of a queued kind: queue, requeue, finish or forget its gang."""
         key = kind.key_of(obj)
         entry = self.state.entries.get(key)
+        if entry is not None and entry.kind is not kind:
+            return  # another kind's gang under the same key: a TrainJob's, whose JobSet this is
         if entry is not None and event_type != "DELETED":
             uid = (obj.get("metadata") or {}).get("uid")
             if uid and entry.uid and uid != entry.uid:  # deleted and recreated under the same name
