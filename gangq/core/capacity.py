@@ -7,9 +7,7 @@ victim); other pods, a gang's own pods bound before its admission included, just
 
 from __future__ import annotations
 
-from gangq.core.model import (
-    PodInfo,
-)
+from gangq.core.model import PodInfo
 from gangq.core.queue import Workload
 from gangq.core.retry import RetryPolicy
 from gangq.core.state import EngineState
@@ -133,6 +131,16 @@ class Capacity:
             cq = self.s.cluster_queues.get(name)
             if cq is not None and cq.protected_head is not None:
                 self.s.request_retry(cq)
+
+    def detach_pods(self, wl: Workload) -> None:
+        """A finished gang's bound pods become pods of no gang: they use their nodes until the
+        shell deletes them (:meth:`delete_pod`)."""
+        pods = self.s.pods
+        for pod_key in wl.pods:
+            pod = pods.get(pod_key)
+            if pod is not None:
+                pods[pod_key] = PodInfo(pod.key, pod.node, pod.requests, running=pod.running)
+        wl.pods.clear()
 
     def forget_pods(self, wl: Workload) -> None:
         """A stopped or finished gang's pods no longer use their nodes."""

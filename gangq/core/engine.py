@@ -266,8 +266,15 @@ class Engine:
         else:
             self.routing.route(wl)
 
-    def finish(self, key: str, now: float) -> None:
-        """The workload finished or was deleted: release everything it holds and forget it."""
+    def finish(self, key: str, now: float, *, keep_pods: bool = False) -> None:
+        """The workload finished or was deleted: release everything it holds and forget it.
+
+        ``keep_pods``: its bound pods the shell has not reported gone keep their nodes until it
+        does (:meth:`delete_pod`), as any pod's do. For a shell that reports every pod's end: a
+        finished gang's pods can outlive it (a finished RayJob's cluster stays until KubeRay
+        deletes it, after its TTL), and a gang placed onto their nodes meanwhile would wait there,
+        holding quota, with nothing running. Without it (a simulation that never reports pods)
+        they are taken to be gone with the gang."""
         wl = self.s.workloads.pop(key, None)
         if wl is None:
             return
@@ -275,8 +282,10 @@ class Engine:
             self._leave_queue(wl)
         else:
             self.capacity.release(wl)
-            # Its pods are done too: a finished gang's pods no longer use their nodes.
-            self.capacity.forget_pods(wl)
+            if keep_pods:
+                self.capacity.detach_pods(wl)
+            else:
+                self.capacity.forget_pods(wl)
         wl.state = "Finished"
         self.s.updates.pop(key, None)
         self.reservations.forget(key)

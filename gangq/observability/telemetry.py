@@ -65,10 +65,10 @@ class Telemetry:
         self.refresh(now)
         return decisions
 
-    def finish(self, key: str, now: float) -> None:
-        """``engine.finish(key, now)``, counting the finish of an admitted gang."""
+    def finish(self, key: str, now: float, *, keep_pods: bool = False) -> None:
+        """``engine.finish(key, now, keep_pods=…)``, counting the finish of an admitted gang."""
         self.metrics.observe_finished(self.engine, key)
-        self.engine.finish(key, now)
+        self.engine.finish(key, now, keep_pods=keep_pods)
 
     def refresh(self, now: float, *, force: bool = False) -> None:
         """Recompute the gauges (at most every ``refresh_interval`` seconds unless ``force``)."""

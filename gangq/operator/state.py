@@ -73,11 +73,12 @@ class ControllerState:
         return self.engine.schedule(now)
 
     def finish(self, key: str, now: float) -> None:
-        """Take a gang out of the engine (finished, deleted, or to be resubmitted)."""
+        """Take a gang out of the engine (finished, deleted, or to be resubmitted). Its pods keep
+        their nodes until their own deletion is seen (the pod handler reports every pod's end)."""
         if self.telemetry is not None:
-            self.telemetry.finish(key, now)
+            self.telemetry.finish(key, now, keep_pods=True)
         else:
-            self.engine.finish(key, now)
+            self.engine.finish(key, now, keep_pods=True)
 
     def default_queue(self, obj: Mapping[str, Any]) -> str | None:
         """The LocalQueue a workload without a queue label goes to: ``default`` in the namespaces
