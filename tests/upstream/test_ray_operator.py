@@ -32,20 +32,15 @@ from typing import Any
 
 import pytest
 
-from gangq.controlplane import upstream
-from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.sandbox.errors import ApiError
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
-from tests.conftest import _unavailable, require_real_control_plane
-from tests.controlplane.kube import RUN_CONFIG as CONFIG
-from tests.controlplane.kube import gangq_run, get, wait_for
+from tests.controlplane.kube import wait_for
 
-from .operators import install_crds, kuberay_crds, kuberay_operator
+from .beside import QUEUE, gangq_beside, operator_binary
+from .operators import kuberay_crds, kuberay_operator
 
 NS = "ray-queue"
 NODES = "1x{cpu:4,memory:16Gi}[pool=ray]"
-QUEUE = {"gangq.io/queue-name": "user-queue"}
 RUNS_FOREVER = {"sandbox.gangq.io/run-seconds": "-1"}
 RAYJOB_LABEL = "gangq.io/rayjob-name"
 ADMISSION = "gangq.io/admission"
@@ -53,31 +48,8 @@ ADMISSION = "gangq.io/admission"
 
 @pytest.fixture(scope="session")
 def ray_operator() -> Path:
-    """KubeRay's operator binary, built from the pin when missing (Go needed the first time only)."""
-    from gangq.controlplane.build import BuildError, go_binary
-
-    require_real_control_plane()
-    if go_binary() is None and not (upstream.bin_dir("kuberay") / "ray-operator").is_file():
-        _unavailable("Go is not installed and KubeRay's operator is not built")
-    try:
-        return upstream.build_operator("kuberay") / "ray-operator"
-    except BuildError as err:
-        _unavailable(f"KubeRay's operator did not build: {err}")
-        raise
-
-
-def _queues(store: Any) -> None:
-    store.create("gangq.io", "resourceflavors", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "ray-nodes"},
-        "spec": {"nodeLabels": {"pool": "ray"}}})
-    store.create("gangq.io", "clusterqueues", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-            {"name": "ray-nodes", "resources": [{"name": "cpu", "nominalQuota": "16"},
-                                                {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
-    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
-                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
-                 namespace=NS)
+    """KubeRay's operator binary."""
+    return operator_binary("kuberay", "ray-operator")
 
 
 def _delete_ray_objects(store: Any) -> None:
@@ -96,22 +68,10 @@ def _delete_ray_objects(store: Any) -> None:
 
 @pytest.fixture
 def cluster(real_cluster: RealCluster, ray_operator: Path, tmp_path: Path) -> Iterator[RealCluster]:
-    real_cluster.reset(NODES)
-    cp = real_cluster.cp
-    install_crds(cp, kuberay_crds())
-    store = real_cluster.store
-    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    wait_for(lambda: get(cp, f"/api/v1/namespaces/{NS}/serviceaccounts/default"), 30, "the default SA")
-    _queues(store)
-    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
-    with kuberay_operator(cp, ray_operator, tmp_path / "kuberay"), \
-            gangq_run(real_cluster.controller_kubeconfig, CONFIG, tmp_path, lambda: get(cp, lease),
-                      "the controller to take its lease"):
-        try:
-            yield real_cluster
-        finally:
-            _delete_ray_objects(store)
-    real_cluster.reset(DEFAULT_NODE_SPEC)
+    with gangq_beside(real_cluster, tmp_path, namespace=NS, nodes=NODES, pool="ray", crds=kuberay_crds(),
+                      operators=[kuberay_operator(real_cluster.cp, ray_operator, tmp_path / "kuberay")],
+                      cleanup=_delete_ray_objects) as cluster:
+        yield cluster
 
 
 # --- objects ------------------------------------------------------------------------------------------

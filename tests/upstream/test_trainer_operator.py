@@ -26,21 +26,16 @@ from typing import Any
 
 import pytest
 
-from gangq.controlplane import upstream
-from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.integrations.trainjob import OVERRIDES_ANNOTATION
 from gangq.sandbox.errors import ApiError
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
-from tests.conftest import _unavailable, require_real_control_plane
-from tests.controlplane.kube import RUN_CONFIG as CONFIG
-from tests.controlplane.kube import gangq_run, get, wait_for
+from tests.controlplane.kube import wait_for
 
-from .operators import install_crds, trainer_crds, trainer_operator
+from .beside import QUEUE, gangq_beside, operator_binary
+from .operators import trainer_crds, trainer_operator
 
 NS = "trainer-queue"
 NODES = "1x{cpu:4,memory:16Gi}[pool=trainer]"
-QUEUE = {"gangq.io/queue-name": "user-queue"}
 ADMISSION = "gangq.io/admission"
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -49,18 +44,8 @@ USER_OVERRIDES = [{"targetJobs": [{"name": "node"}], "serviceAccountName": "defa
 
 @pytest.fixture(scope="session")
 def trainer_manager() -> Path:
-    """The Trainer's controller manager, built from the pin when missing (Go needed the first time only)."""
-    from gangq.controlplane.build import BuildError, go_binary
-
-    require_real_control_plane()
-    binary = "trainer-controller-manager"
-    if go_binary() is None and not (upstream.bin_dir("trainer") / binary).is_file():
-        _unavailable("Go is not installed and the Trainer's controller manager is not built")
-    try:
-        return upstream.build_operator("trainer") / binary
-    except BuildError as err:
-        _unavailable(f"the Trainer's controller manager did not build: {err}")
-        raise
+    """The Trainer's controller manager."""
+    return operator_binary("trainer", "trainer-controller-manager")
 
 
 def runtime(name: str, run_seconds: str) -> dict[str, Any]:
@@ -85,20 +70,6 @@ def trainjob(name: str, runtime_name: str) -> dict[str, Any]:
                      "podSpecOverrides": copy.deepcopy(USER_OVERRIDES)}}
 
 
-def _queues(store: Any) -> None:
-    store.create("gangq.io", "resourceflavors", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "trainer-nodes"},
-        "spec": {"nodeLabels": {"pool": "trainer"}}})
-    store.create("gangq.io", "clusterqueues", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-            {"name": "trainer-nodes", "resources": [{"name": "cpu", "nominalQuota": "16"},
-                                                    {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
-    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
-                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
-                 namespace=NS)
-
-
 def _delete_trainer_objects(store: Any) -> None:
     """The test's TrainJobs (their JobSets go with them) and runtimes."""
     for obj in store.list(GROUP, "trainjobs", NS)["items"]:
@@ -111,24 +82,12 @@ def _delete_trainer_objects(store: Any) -> None:
 
 @pytest.fixture
 def cluster(real_cluster: RealCluster, trainer_manager: Path, tmp_path: Path) -> Iterator[RealCluster]:
-    real_cluster.reset(NODES)
-    cp = real_cluster.cp
-    install_crds(cp, trainer_crds())
-    store = real_cluster.store
-    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    wait_for(lambda: get(cp, f"/api/v1/namespaces/{NS}/serviceaccounts/default"), 30, "the default SA")
-    _queues(store)
-    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
-    with trainer_operator(cp, trainer_manager, tmp_path / "trainer"), \
-            gangq_run(real_cluster.controller_kubeconfig, CONFIG, tmp_path, lambda: get(cp, lease),
-                      "the controller to take its lease"):
-        try:
-            for name, seconds in (("short", "3"), ("forever", "-1")):
-                store.create(GROUP, "clustertrainingruntimes", runtime(name, seconds))
-            yield real_cluster
-        finally:
-            _delete_trainer_objects(store)
-    real_cluster.reset(DEFAULT_NODE_SPEC)
+    with gangq_beside(real_cluster, tmp_path, namespace=NS, nodes=NODES, pool="trainer", crds=trainer_crds(),
+                      operators=[trainer_operator(real_cluster.cp, trainer_manager, tmp_path / "trainer")],
+                      cleanup=_delete_trainer_objects) as cluster:
+        for name, seconds in (("short", "3"), ("forever", "-1")):
+            cluster.store.create(GROUP, "clustertrainingruntimes", runtime(name, seconds))
+        yield cluster
 
 
 # --- watching the gangs ----------------------------------------------------------------------------------

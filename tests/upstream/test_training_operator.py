@@ -37,21 +37,16 @@ from typing import Any
 import pytest
 
 from gangq.api.pods import FieldContext, exact_quantity, to_canonical
-from gangq.controlplane import upstream
-from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.sandbox.errors import ApiError
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
-from tests.conftest import _unavailable, require_real_control_plane
-from tests.controlplane.kube import RUN_CONFIG as CONFIG
-from tests.controlplane.kube import gangq_run, get, wait_for
+from tests.controlplane.kube import get, wait_for
 
-from .operators import install_crds, named_scheduler, training_operator, training_operator_crds
+from .beside import QUEUE, gangq_beside, operator_binary
+from .operators import named_scheduler, training_operator, training_operator_crds
 
 NS = "kubeflow-queue"
 NODES = "1x{cpu:4,memory:16Gi}[pool=kf]"
 GANG_SCHEDULER = "scheduler-plugins"
-QUEUE = {"gangq.io/queue-name": "user-queue"}
 JOB_NAME = "training.kubeflow.org/job-name"
 POD_GROUP = "scheduling.x-k8s.io/pod-group"
 ADMISSION = "gangq.io/admission"
@@ -59,32 +54,9 @@ GI = 2**30
 
 
 @pytest.fixture(scope="session")
-def operator_binary() -> Path:
-    """The training operator's binary, built from the pin when missing (Go needed the first time only)."""
-    from gangq.controlplane.build import BuildError, go_binary
-
-    require_real_control_plane()
-    if go_binary() is None and not (upstream.bin_dir("training-operator") / "training-operator").is_file():
-        _unavailable("Go is not installed and the training operator is not built")
-    try:
-        return upstream.build_operator("training-operator") / "training-operator"
-    except BuildError as err:
-        _unavailable(f"the training operator did not build: {err}")
-        raise
-
-
-def _queues(store: Any) -> None:
-    store.create("gangq.io", "resourceflavors", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "kf-nodes"},
-        "spec": {"nodeLabels": {"pool": "kf"}}})
-    store.create("gangq.io", "clusterqueues", {
-        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-            {"name": "kf-nodes", "resources": [{"name": "cpu", "nominalQuota": "16"},
-                                               {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
-    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
-                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
-                 namespace=NS)
+def training_operator_binary() -> Path:
+    """The training operator's binary."""
+    return operator_binary("training-operator", "training-operator")
 
 
 def _delete_jobs(store: Any) -> None:
@@ -96,26 +68,16 @@ def _delete_jobs(store: Any) -> None:
 
 
 @pytest.fixture
-def cluster(real_cluster: RealCluster, operator_binary: Path, tmp_path: Path) -> Iterator[RealCluster]:
-    real_cluster.reset(NODES)
+def cluster(real_cluster: RealCluster, training_operator_binary: Path, tmp_path: Path) -> Iterator[RealCluster]:
     cp = real_cluster.cp
-    install_crds(cp, training_operator_crds())
-    assert get(cp, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"), \
-        "gangq's install serves the PodGroup CRD (crds/scheduling.x-k8s.io_podgroups.yaml)"
-    store = real_cluster.store
-    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    wait_for(lambda: get(cp, f"/api/v1/namespaces/{NS}/serviceaccounts/default"), 30, "the default SA")
-    _queues(store)
-    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
-    with named_scheduler(cp, GANG_SCHEDULER, tmp_path / "scheduler"), \
-            training_operator(cp, operator_binary, operator_log(tmp_path).parent, gang_scheduler=GANG_SCHEDULER), \
-            gangq_run(real_cluster.controller_kubeconfig, CONFIG, tmp_path, lambda: get(cp, lease),
-                      "the controller to take its lease"):
-        try:
-            yield real_cluster
-        finally:
-            _delete_jobs(store)
-    real_cluster.reset(DEFAULT_NODE_SPEC)
+    operators = [named_scheduler(cp, GANG_SCHEDULER, tmp_path / "scheduler"),
+                 training_operator(cp, training_operator_binary, operator_log(tmp_path).parent,
+                                   gang_scheduler=GANG_SCHEDULER)]
+    with gangq_beside(real_cluster, tmp_path, namespace=NS, nodes=NODES, pool="kf", crds=training_operator_crds(),
+                      operators=operators, cleanup=_delete_jobs) as cluster:
+        assert get(cp, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"), \
+            "gangq's install serves the PodGroup CRD (crds/scheduling.x-k8s.io_podgroups.yaml)"
+        yield cluster
 
 
 # --- objects ------------------------------------------------------------------------------------------

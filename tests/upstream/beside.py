@@ -1,0 +1,82 @@
+"""gangq beside an upstream operator on the session's real control plane (``tests/upstream``):
+the operator's binary built from its pin, a namespace with a LocalQueue of a 16-cpu ClusterQueue
+on the kwok nodes of one pool, the operator's CRDs, and gangq's controller (``gangq run``) running
+while the test does."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from gangq.controlplane import upstream
+from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+from tests.clusters import RealCluster
+from tests.conftest import _unavailable, require_real_control_plane
+from tests.controlplane.kube import RUN_CONFIG, gangq_run, get, wait_for
+
+from .operators import install_crds
+
+QUEUE = {"gangq.io/queue-name": "user-queue"}
+"""The label that queues a test's workloads in its namespace's LocalQueue."""
+
+
+def operator_binary(name: str, binary: str) -> Path:
+    """The upstream operator ``name``'s ``binary`` (:data:`gangq.controlplane.upstream.OPERATOR_TOOLS`),
+    built from its pin when missing (Go is needed the first time only)."""
+    from gangq.controlplane.build import BuildError, go_binary
+
+    require_real_control_plane()
+    if go_binary() is None and not (upstream.bin_dir(name) / binary).is_file():
+        _unavailable(f"Go is not installed and {name}'s {binary} is not built")
+    try:
+        return upstream.build_operator(name) / binary
+    except BuildError as err:
+        _unavailable(f"{name}'s {binary} did not build: {err}")
+        raise
+
+
+def create_queues(store: Any, namespace: str, flavor: str, pool: str) -> None:
+    """ResourceFlavor ``flavor`` (nodes labelled ``pool=<pool>``), ClusterQueue ``cq`` of 16 cpu and
+    64Gi on it, and LocalQueue ``user-queue`` in ``namespace``."""
+    store.create("gangq.io", "resourceflavors", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": flavor},
+        "spec": {"nodeLabels": {"pool": pool}}})
+    store.create("gangq.io", "clusterqueues", {
+        "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+            {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "16"},
+                                           {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
+    store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
+                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
+                 namespace=namespace)
+
+
+@contextlib.contextmanager
+def gangq_beside(real_cluster: RealCluster, tmp_path: Path, *, namespace: str, nodes: str, pool: str,
+                 crds: Sequence[dict[str, Any]], operators: Sequence[contextlib.AbstractContextManager[Any]],
+                 cleanup: Callable[[Any], None]) -> Iterator[RealCluster]:
+    """The session's control plane with ``nodes``, ``crds`` served, ``namespace`` and its queues
+    (flavor ``<pool>-nodes``), the ``operators`` started and gangq's controller holding its lease;
+    on exit ``cleanup(store)`` deletes what the test left while the operators still run, and the
+    nodes are put back."""
+    real_cluster.reset(nodes)
+    cp = real_cluster.cp
+    install_crds(cp, crds)
+    store = real_cluster.store
+    store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(lambda: get(cp, f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 30, "the default SA")
+    create_queues(store, namespace, f"{pool}-nodes", pool)
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
+    with contextlib.ExitStack() as stack:
+        for operator in operators:
+            stack.enter_context(operator)
+        stack.enter_context(gangq_run(real_cluster.controller_kubeconfig, RUN_CONFIG, tmp_path,
+                                      lambda: get(cp, lease), "the controller to take its lease"))
+        try:
+            yield real_cluster
+        finally:
+            cleanup(store)
+    real_cluster.reset(DEFAULT_NODE_SPEC)
