@@ -6,6 +6,7 @@ while the test does."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,67 @@ def gangq_beside(real_cluster: RealCluster, tmp_path: Path, *, namespace: str, n
         finally:
             cleanup(store)
     real_cluster.reset(DEFAULT_NODE_SPEC)
+
+
+Pods = dict[str, list[dict[str, Any]]]
+"""A namespace's pods by gang."""
+
+
+def pod_live(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class GangWatch:
+    """Polls a namespace's pods by gang. Every :meth:`poll` checks that no pod is bound before its
+    gang's admission (:meth:`admitted`, read before and after the pods) and then the test's own
+    rules (:meth:`check`); :attr:`bound` is when a pod of each gang was first seen bound."""
+
+    def __init__(self, store: Any, namespace: str) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.ever_admitted: set[str] = set()
+        self.bound: dict[str, float] = {}
+
+    def admitted(self) -> set[str]:
+        """The gangs admitted and not finished."""
+        raise NotImplementedError
+
+    def gang_of(self, pod: dict[str, Any]) -> str | None:
+        """The gang a pod belongs to (None: a pod of no gang, which fails the poll)."""
+        raise NotImplementedError
+
+    def check(self, before: set[str], alive: Pods, every: Pods) -> None:
+        """The test's own rules at every poll: ``before``, the gangs admitted before the pods were
+        read; ``alive``, their unfinished pods; ``every``, all their pods."""
+
+    def poll(self) -> Pods:
+        """The pods of each gang (finished ones too), after checking the rules."""
+        before = self.admitted()
+        self.ever_admitted |= before
+        pods = self.store.list("", "pods", self.namespace)["items"]
+        self.ever_admitted |= self.admitted()
+        alive: Pods = {}
+        every: Pods = {}
+        for pod in pods:
+            gang = self.gang_of(pod)
+            assert gang is not None, f"a pod of no gang: {pod['metadata']['name']} {pod['metadata'].get('labels')}"
+            every.setdefault(gang, []).append(pod)
+            if pod_live(pod):
+                alive.setdefault(gang, []).append(pod)
+            if pod["spec"].get("nodeName"):
+                assert gang in self.ever_admitted, f"pod {pod['metadata']['name']} of {gang} bound before admission"
+                self.bound.setdefault(gang, time.monotonic())
+        self.check(before, alive, every)
+        return every
+
+    def wait(self, cond: Callable[[Pods], Any], timeout: float, what: str) -> Pods:
+        """Poll until ``cond(pods of each gang)`` holds; the pods of each gang then."""
+        last: Pods = {}
+
+        def check() -> Any:
+            last.clear()
+            last.update(self.poll())
+            return cond(last)
+
+        wait_for(check, timeout, what)
+        return last

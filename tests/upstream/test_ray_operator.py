@@ -36,7 +36,7 @@ from gangq.sandbox.errors import ApiError
 from tests.clusters import RealCluster
 from tests.controlplane.kube import wait_for
 
-from .beside import QUEUE, gangq_beside, operator_binary
+from .beside import QUEUE, GangWatch, Pods, gangq_beside, operator_binary, pod_live
 from .operators import kuberay_crds, kuberay_operator
 
 NS = "ray-queue"
@@ -117,81 +117,47 @@ def raycluster(name: str) -> dict[str, Any]:
 # --- watching the gangs ----------------------------------------------------------------------------------
 
 
-def _live(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-class Gangs:
-    """Reads the gangs of one kind and their pods; every :meth:`poll` checks that no gang is
-    admitted while another's pods are alive, and that no pod is bound before its gang's admission.
+class Gangs(GangWatch):
+    """The gangs of one kind and their pods; every poll also checks that no gang is admitted while
+    another's pods are alive, and that the one node never holds two gangs' bound pods.
 
     ``gang_of(pod)`` names a pod's gang from KubeRay's and the Job controller's labels alone."""
 
     def __init__(self, store: Any, plural: str, gang_of: Callable[[dict[str, Any]], str | None]) -> None:
-        self.store = store
+        super().__init__(store, NS)
         self.plural = plural
-        self.gang_of = gang_of
-        self.ever_admitted: set[str] = set()
-        self.bound: dict[str, float] = {}  # gang → when a pod of it was first seen bound
+        self.pod_gang = gang_of
+        self.done: set[str] = set()
 
     def objects(self) -> dict[str, dict[str, Any]]:
         return {o["metadata"]["name"]: o for o in self.store.list("ray.io", self.plural, NS)["items"]}
 
-    def admitted(self, objects: dict[str, dict[str, Any]]) -> set[str]:
+    def admitted(self) -> set[str]:
         """The gangs admitted and not finished (a finished RayJob keeps gangq's admission record)."""
-        return {name for name, o in objects.items()
+        return {name for name, o in self.objects().items()
                 if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"].get("suspend")
                 and not finished(o)}
 
-    def pods(self) -> list[dict[str, Any]]:
-        return list(self.store.list("", "pods", NS)["items"])
+    def gang_of(self, pod: dict[str, Any]) -> str | None:
+        return self.pod_gang(pod)
 
-    def poll(self) -> dict[str, list[dict[str, Any]]]:
-        """The pods of each gang (finished ones too), after checking the rules."""
-        objects = self.objects()
-        before = self.admitted(objects)
-        done = {name for name, o in objects.items() if finished(o)}
-        self.ever_admitted |= before
-        pods = self.pods()
-        after = self.admitted(self.objects())
-        self.ever_admitted |= after
-        alive: dict[str, list[dict[str, Any]]] = {}
-        every: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            gang = self.gang_of(pod)
-            assert gang is not None, f"a pod of no gang: {pod['metadata']['name']} {pod['metadata'].get('labels')}"
-            every.setdefault(gang, []).append(pod)
-            if _live(pod):
-                alive.setdefault(gang, []).append(pod)
-            if pod["spec"].get("nodeName"):
-                assert gang in self.ever_admitted, f"pod {pod['metadata']['name']} of {gang} bound before admission"
-                self.bound.setdefault(gang, time.monotonic())
+    def poll(self) -> Pods:
+        self.done = {name for name, o in self.objects().items() if finished(o)}
+        return super().poll()
+
+    def check(self, before: set[str], alive: Pods, every: Pods) -> None:
         for gang in before:
             # a finished gang gives its quota back at once, as Kueue's does; its RayCluster's pods may
             # still be on their way out (KubeRay deletes the cluster after the RayJob has finished)
-            others = sorted(g for g in alive if g != gang and g not in done)
+            others = sorted(g for g in alive if g != gang and g not in self.done)
             assert not others, f"{gang} admitted while pods of {others} are alive: " + ", ".join(
                 p["metadata"]["name"] for g in others for p in alive[g])
         running = sorted({g for g, ps in alive.items() if any(p["spec"].get("nodeName") for p in ps)})
         assert len(running) <= 1, f"pods of {running} bound at once on a node that holds one gang"
-        return every
-
-    def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
-             what: str) -> dict[str, list[dict[str, Any]]]:
-        """Poll until ``cond(pods of each gang)`` holds; the pods of each gang then."""
-        last: dict[str, list[dict[str, Any]]] = {}
-
-        def check() -> Any:
-            last.clear()
-            last.update(self.poll())
-            return cond(last)
-
-        wait_for(check, timeout, what)
-        return last
 
 
 def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    return [p for p in pods or [] if _live(p)]
+    return [p for p in pods or [] if pod_live(p)]
 
 
 def finished(obj: dict[str, Any]) -> bool:

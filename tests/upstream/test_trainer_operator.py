@@ -20,7 +20,7 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from gangq.sandbox.errors import ApiError
 from tests.clusters import RealCluster
 from tests.controlplane.kube import wait_for
 
-from .beside import QUEUE, gangq_beside, operator_binary
+from .beside import QUEUE, GangWatch, Pods, gangq_beside, operator_binary, pod_live
 from .operators import trainer_crds, trainer_operator
 
 NS = "trainer-queue"
@@ -93,68 +93,34 @@ def cluster(real_cluster: RealCluster, trainer_manager: Path, tmp_path: Path) ->
 # --- watching the gangs ----------------------------------------------------------------------------------
 
 
-def _live(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
 def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    return [p for p in pods or [] if _live(p)]
+    return [p for p in pods or [] if pod_live(p)]
 
 
 def condition(obj: dict[str, Any], ctype: str) -> bool:
     return any(c["type"] == ctype and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions", []))
 
 
-class Gangs:
-    """Reads the TrainJobs and their pods; every :meth:`poll` checks that no two TrainJobs have
-    pods alive at once, and that no pod is bound before its TrainJob's admission. A pod's TrainJob
-    is its JobSet's name (the Trainer names the JobSet after the TrainJob). A TrainJob whose pods
-    have all completed may still show admitted until the Trainer marks it ``Complete``: the next
-    one may start then."""
+class Gangs(GangWatch):
+    """The TrainJobs' pods; every poll also checks that no two TrainJobs have pods alive at once.
+    A pod's TrainJob is its JobSet's name (the Trainer names the JobSet after the TrainJob). A
+    TrainJob whose pods have all completed may still show admitted until the Trainer marks it
+    ``Complete``: the next one may start then."""
 
     def __init__(self, store: Any) -> None:
-        self.store = store
-        self.ever_admitted: set[str] = set()
-        self.bound: dict[str, float] = {}  # TrainJob → when a pod of it was first seen bound
-
-    def trainjobs(self) -> dict[str, dict[str, Any]]:
-        return {o["metadata"]["name"]: o for o in self.store.list(GROUP, "trainjobs", NS)["items"]}
+        super().__init__(store, NS)
 
     def admitted(self) -> set[str]:
         """Admitted and not finished (a finished TrainJob keeps gangq's admission record)."""
-        return {name for name, o in self.trainjobs().items()
+        return {o["metadata"]["name"] for o in self.store.list(GROUP, "trainjobs", NS)["items"]
                 if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"].get("suspend")
                 and not condition(o, "Complete") and not condition(o, "Failed")}
 
-    def poll(self) -> dict[str, list[dict[str, Any]]]:
-        self.ever_admitted |= self.admitted()
-        pods = self.store.list("", "pods", NS)["items"]
-        self.ever_admitted |= self.admitted()
-        alive: dict[str, list[dict[str, Any]]] = {}
-        every: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            gang = (pod["metadata"].get("labels") or {}).get(JOBSET_NAME)
-            assert gang is not None, f"a pod of no TrainJob: {pod['metadata']['name']}"
-            every.setdefault(gang, []).append(pod)
-            if _live(pod):
-                alive.setdefault(gang, []).append(pod)
-            if pod["spec"].get("nodeName"):
-                assert gang in self.ever_admitted, f"pod {pod['metadata']['name']} of {gang} bound before admission"
-                self.bound.setdefault(gang, time.monotonic())
+    def gang_of(self, pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(JOBSET_NAME)
+
+    def check(self, before: set[str], alive: Pods, every: Pods) -> None:
         assert len(alive) <= 1, f"pods of {sorted(alive)} alive at once"
-        return every
-
-    def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
-             what: str) -> dict[str, list[dict[str, Any]]]:
-        last: dict[str, list[dict[str, Any]]] = {}
-
-        def check() -> Any:
-            last.clear()
-            last.update(self.poll())
-            return cond(last)
-
-        wait_for(check, timeout, what)
-        return last
 
 
 def workloads(store: Any) -> dict[str, dict[str, Any]]:

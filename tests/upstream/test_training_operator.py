@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from gangq.sandbox.errors import ApiError
 from tests.clusters import RealCluster
 from tests.controlplane.kube import get, wait_for
 
-from .beside import QUEUE, gangq_beside, operator_binary
+from .beside import QUEUE, GangWatch, Pods, gangq_beside, operator_binary, pod_live
 from .operators import named_scheduler, training_operator, training_operator_crds
 
 NS = "kubeflow-queue"
@@ -109,12 +109,8 @@ def canonical(quantities: dict[str, Any]) -> dict[str, int]:
 # --- watching the gangs ----------------------------------------------------------------------------------
 
 
-def _live(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
 def live(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    return [p for p in pods or [] if _live(p)]
+    return [p for p in pods or [] if pod_live(p)]
 
 
 def _finished(job: dict[str, Any]) -> bool:
@@ -127,17 +123,13 @@ def operator_log(tmp_path: Path) -> Path:
     return tmp_path / "training-operator" / "training-operator.log"
 
 
-class Gangs:
-    """Reads the PyTorchJobs and their pods; every :meth:`poll` checks that no job is admitted while
-    another's pods are alive, and that no pod is bound before its job's admission.
-
-    It also gets the operator past a stall of its own (:meth:`unstall`)."""
+class Gangs(GangWatch):
+    """The PyTorchJobs' pods; every poll also checks that no job is admitted while another's pods
+    are alive. It also gets the operator past a stall of its own (:meth:`unstall`)."""
 
     def __init__(self, store: Any, log: Path) -> None:
-        self.store = store
+        super().__init__(store, NS)
         self.log = log
-        self.ever_admitted: set[str] = set()
-        self.bound: dict[str, float] = {}  # job → when a pod of it was first seen bound
         self.nudged: dict[str, int] = {}  # job → the operator's failed PodGroup creations seen
 
     def unstall(self, job: str) -> None:
@@ -163,43 +155,16 @@ class Gangs:
                 if ADMISSION in (o["metadata"].get("annotations") or {}) and not o["spec"]["runPolicy"].get("suspend")
                 and not _finished(o)}
 
-    def poll(self) -> dict[str, list[dict[str, Any]]]:
-        """The pods of each job (finished ones too), after checking the two rules."""
-        before = self.admitted()
-        self.ever_admitted |= before
-        pods = self.store.list("", "pods", NS)["items"]
-        self.ever_admitted |= self.admitted()
-        alive: dict[str, list[dict[str, Any]]] = {}
-        every: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            job = (pod["metadata"].get("labels") or {}).get(JOB_NAME)
-            assert job is not None, f"a pod of no job: {pod['metadata']['name']}"
-            every.setdefault(job, []).append(pod)
-            if _live(pod):
-                alive.setdefault(job, []).append(pod)
-            if pod["spec"].get("nodeName"):
-                assert job in self.ever_admitted, f"pod {pod['metadata']['name']} of {job} bound before admission"
-                self.bound.setdefault(job, time.monotonic())
+    def gang_of(self, pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("labels") or {}).get(JOB_NAME)
+
+    def check(self, before: set[str], alive: Pods, every: Pods) -> None:
         for job in before:
             others = sorted(g for g in alive if g != job)
             assert not others, f"{job} admitted while pods of {others} are alive: " + ", ".join(
                 p["metadata"]["name"] for g in others for p in alive[g])
             if not every.get(job):
                 self.unstall(job)
-        return every
-
-    def wait(self, cond: Callable[[dict[str, list[dict[str, Any]]]], Any], timeout: float,
-             what: str) -> dict[str, list[dict[str, Any]]]:
-        """Poll until ``cond(pods of each job)`` holds; the pods of each job then."""
-        last: dict[str, list[dict[str, Any]]] = {}
-
-        def check() -> Any:
-            last.clear()
-            last.update(self.poll())
-            return cond(last)
-
-        wait_for(check, timeout, what)
-        return last
 
 
 def workloads(store: Any) -> dict[str, dict[str, Any]]:
