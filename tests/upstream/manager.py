@@ -15,11 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
-import os
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +26,8 @@ from cryptography.x509.oid import NameOID
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.sandbox.runtime import free_port
+
+from .operators import upstream_operator
 
 
 def _self_signed(directory: Path) -> Path:
@@ -79,31 +76,7 @@ def upstream_jobset_controller(cp: ControlPlane, binary: Path, workdir: Path,
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     probe = config["health"]["healthProbeBindAddress"]  # type: ignore[index]
     log = workdir / "jobset-manager.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(binary), f"--kubeconfig={cp.kubeconfig('admin')}", f"--config={workdir / 'config.yaml'}",
-             "--zap-log-level=info"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "KUBECONFIG": ""},
-        )
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"the upstream JobSet controller exited ({proc.returncode}):\n"
-                                     f"{log.read_text()[-3000:]}")
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(f"http://{probe}/readyz", timeout=1) as answer:
-                if answer.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the upstream JobSet controller not ready within {timeout:.0f} s:\n"
-                                     f"{log.read_text()[-3000:]}")
-            time.sleep(0.1)
+    command = [str(binary), f"--kubeconfig={cp.kubeconfig('admin')}", f"--config={workdir / 'config.yaml'}",
+               "--zap-log-level=info"]
+    with upstream_operator("JobSet controller", command, str(probe), log, timeout):
         yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
