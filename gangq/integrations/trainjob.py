@@ -58,8 +58,8 @@ from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec
 from gangq.integrations import podsets
 from gangq.integrations.interface import ObjectWrite, WorkloadKind
+from gangq.integrations.jobset import JOBSET
 from gangq.integrations.podsets import Patch, PodSet, Resource, object_name, pointer, toleration_identity
-from gangq.jobset import constants as js
 
 GROUP: Final = "trainer.kubeflow.org"
 VERSION: Final = "v1alpha1"
@@ -343,7 +343,7 @@ class TrainJobKind(WorkloadKind):
     optional = True
     has_child_jobs = True
     pod_priority = 25  # above the JobSet's: its pods carry its JobSet's labels
-    child_resources = (Resource(js.GROUP, js.VERSION, js.PLURAL), PODGROUPS)
+    child_resources = (JOBSET.resource, PODGROUPS)
     reference_resources = (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
     pod_sets_field = "spec.runtimeRef"
     docs = ("one pod set per replicatedJob of its runtime (TrainingRuntime / ClusterTrainingRuntime) with "
@@ -354,7 +354,7 @@ class TrainJobKind(WorkloadKind):
         self.runtimes = Runtimes()
 
     def key(self, namespace: str, name: str) -> str:
-        return js_key(namespace, name)
+        return JOBSET.key(namespace, name)  # its JobSet's (see the module docstring)
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
         """A TrainJob the Trainer runs here: not one handed to MultiKueue (``spec.managedBy``)."""
@@ -437,16 +437,12 @@ class TrainJobKind(WorkloadKind):
     # --- its pods ---------------------------------------------------------------------------
 
     def pod_selector(self, name: str) -> str:
-        return f"{js.JOBSET_NAME_KEY}={name}"
+        """Its JobSet's pods (the Trainer names the JobSet after the TrainJob)."""
+        return JOBSET.pod_selector(name)
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        """Its JobSet's pods (the JobSet kind answers the same: the key is shared)."""
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        name = labels.get(js.JOBSET_NAME_KEY)
-        if not name:
-            return None
-        return self.key(str(meta.get("namespace") or "default"), str(name)), labels.get(js.REPLICATED_JOB_NAME_KEY)
+        """Its JobSet's pods, under the key the two share."""
+        return JOBSET.pod_owner(pod)
 
     # --- the writes -------------------------------------------------------------------------
 
@@ -526,11 +522,6 @@ class TrainJobKind(WorkloadKind):
 
 _ADMISSION: Final = "gangq.io/admission"
 """The admission record's annotation (the controller's ``ADMISSION_ANNOTATION``)."""
-
-
-def js_key(namespace: str, name: str) -> str:
-    """The engine's key of a TrainJob's gang: its JobSet's (see the module docstring)."""
-    return f"{namespace}/{name}"
 
 
 def _own_override(overrides: list[dict[str, Any]], job: str) -> dict[str, Any]:
