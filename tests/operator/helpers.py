@@ -10,10 +10,11 @@ performance runner does).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from gangq.operator.config import OperatorConfig, parse_config
 from gangq.operator.install import crd_documents
 from gangq.operator.kube import Credentials
 from gangq.operator.operator import OperatorThread
+from gangq.sandbox.errors import ApiError
 from tests.clusters import LEASE_NAMESPACE, Cluster, controller_kubeconfig, is_real
 
 HERE = Path(__file__).parent
@@ -354,3 +356,43 @@ def workload_status(sb: Cluster, name: str, ns: str = "default") -> dict[str, An
 
 def condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == ctype), None)
+
+
+def schemaless_crd(group: str, version: str, kind: str, plural: str, scope: str = "Namespaced") -> dict[str, Any]:
+    """A CRD of an upstream kind that keeps whatever it is given (a status subresource too): for
+    tests of gangq's side of a kind whose operator does not run."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope,
+                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": version, "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+@contextlib.contextmanager
+def crds_served(sb: Cluster, docs: list[dict[str, Any]]) -> Iterator[None]:
+    """``docs`` (CRDs) created after gangq started (a kind whose CRD appears later is watched from
+    then on), served until the block ends, then deleted."""
+    for doc in docs:
+        sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", copy.deepcopy(doc))
+
+    def served() -> bool:
+        try:
+            for doc in docs:
+                spec = doc["spec"]
+                namespace = "default" if spec["scope"] == "Namespaced" else None
+                sb.call(sb.store.list, spec["group"], spec["names"]["plural"], namespace)
+        except ApiError:
+            return False
+        return True
+
+    wait_for(served, 30, "the CRDs to be served")
+    try:
+        yield
+    finally:
+        for doc in docs:
+            with contextlib.suppress(ApiError):
+                sb.call(sb.store.delete, "apiextensions.k8s.io", "customresourcedefinitions", None,
+                        doc["metadata"]["name"])

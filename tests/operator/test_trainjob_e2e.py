@@ -10,10 +10,9 @@ gangq in tests/upstream/test_trainer_operator.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from gangq.integrations.trainjob import OVERRIDES_ANNOTATION
@@ -22,10 +21,12 @@ from tests.clusters import Cluster
 from tests.operator.helpers import (
     apply,
     cluster_queue,
+    crds_served,
     flavor,
     install,
     local_queue,
     operator_config,
+    schemaless_crd,
     start_operator,
     wait_for,
 )
@@ -35,19 +36,8 @@ GPU = "nvidia.com/gpu"
 USER_OVERRIDES = [{"targetJobs": [{"name": "node"}], "serviceAccountName": "trainer"}]
 
 
-def crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{GROUP}"},
-            "spec": {"group": GROUP, "scope": scope,
-                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
-                               "singular": kind.lower()},
-                     "versions": [{"name": VERSION, "served": True, "storage": True,
-                                   "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
-
-
-CRDS = [crd("TrainJob", "trainjobs", "Namespaced"), crd("ClusterTrainingRuntime", "clustertrainingruntimes", "Cluster")]
+CRDS = [schemaless_crd(GROUP, VERSION, "TrainJob", "trainjobs"),
+        schemaless_crd(GROUP, VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes", "Cluster")]
 
 
 def runtime(gpus: int) -> dict[str, Any]:
@@ -66,29 +56,6 @@ def trainjob(name: str) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": "default", "labels": {"gangq.io/queue-name": "q"}},
             "spec": {"suspend": True, "runtimeRef": {"name": "torch"},
                      "podSpecOverrides": copy.deepcopy(USER_OVERRIDES)}}
-
-
-@contextlib.contextmanager
-def trainer_crds(sb: Cluster) -> Iterator[None]:
-    for doc in CRDS:
-        sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", copy.deepcopy(doc))
-
-    def served() -> bool:
-        try:
-            sb.call(sb.store.list, GROUP, "trainjobs", "default")
-            sb.call(sb.store.list, GROUP, "clustertrainingruntimes", None)
-        except ApiError:
-            return False
-        return True
-
-    wait_for(served, 30, "the Trainer's CRDs to be served")
-    try:
-        yield
-    finally:
-        for doc in CRDS:
-            with contextlib.suppress(ApiError):
-                sb.call(sb.store.delete, "apiextensions.k8s.io", "customresourcedefinitions", None,
-                        doc["metadata"]["name"])
 
 
 def workload(sb: Cluster, name: str) -> dict[str, Any]:
@@ -112,7 +79,7 @@ def test_a_trainjob_waits_for_its_runtime_then_is_admitted_in_two_patches_and_re
                local_queue("q", "cq")])
     op = start_operator(sb, operator_config())
     try:
-        with trainer_crds(sb):
+        with crds_served(sb, CRDS):
             def get() -> dict[str, Any]:
                 return dict(sb.call(sb.store.get, GROUP, "trainjobs", "default", "llm"))
 
