@@ -64,6 +64,7 @@ class WorkloadKind:
     child_resources: tuple[Resource, ...] = ()  # objects it creates that the controller reads (RBAC)
     docs: str = ""  # a one-line description: pod sets, suspension, completion (the docs table)
     pod_sets_field: str = "spec"  # where the object lists its pod sets (errors name it)
+    queue_verbs: tuple[str, ...] = QUEUE_VERBS  # its RBAC (a kind patched through its pods needs no patch)
     reference_resources: tuple[Resource, ...] = ()
     """Other objects its gangs are built from (a TrainJob's runtimes): the controller watches them
     (get, list, watch), lists them before the kind at a restart, and hands each event to

@@ -397,6 +397,7 @@ class PodGroupKind(WorkloadKind):
     suspend_path = "/metadata/annotations/gangq.io~1suspended"  # unused: the gates suspend
     optional = True
     gates_pods = True  # the webhook gives each pod the gate gangq.io/admission at creation
+    queue_verbs = ("get", "list", "watch")  # admitted and evicted through its pods; its status apart
     pod_priority = -10  # the least specific: a pod of any other kind is that kind's
     docs = ("a PodGroup's, a Kueue plain-pod group's or a single pod's pods, one pod set per role; "
             "scheduling gate `gangq.io/admission`; finished once every pod has")

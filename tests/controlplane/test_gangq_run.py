@@ -14,6 +14,7 @@ import pytest
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.integrations.registry import KINDS
 from tests.controlplane.install import install
 from tests.controlplane.kube import RUN_CONFIG as CONFIG
 from tests.controlplane.kube import gangq_run, get, kubectl, namespace, wait_for
@@ -139,9 +140,17 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     ("", "configmaps", "create"): "the MPI framework's hostfile ConfigMap",
     ("batch", "jobs", "get"): "a queued Job's admission patch that meets a conflict, or loses its answer, reads the "
                               "Job again (tests/operator/test_jobs_e2e.py queues Jobs)",
-    **{("kubeflow.org", plural, verb): f"{plural} are queued when their CRD is installed (this cluster has none; "
-                                       "tests/operator/test_kubeflow_e2e.py installs one)"
-       for plural in ("pytorchjobs", "tfjobs", "mpijobs") for verb in ("get", "watch", "patch")},
+    # every kind of gangq/integrations/registry.py whose CRD may not be installed, and what it is
+    # built from: read and written once one is queued (this run queues none of them;
+    # tests/operator and tests/upstream do)
+    **{(k.group, k.plural, verb): f"{k.plural} are read and written once one is queued"
+       for k in KINDS if k.optional for verb in k.queue_verbs},
+    **{(r.group, r.plural, verb): f"{r.plural} are read for the {k.kind}s built from them"
+       for k in KINDS if k.optional for r in k.reference_resources for verb in ("get", "list", "watch")},
+    # a pod group (none in this run; tests/operator/test_podgroup_e2e.py runs them)
+    ("", "pods", "patch"): "a pod group's pods are admitted one by one: the flavor added, the gate removed",
+    ("", "pods", "delete"): "an evicted pod group's pods are deleted",
+    ("scheduling.x-k8s.io", "podgroups/status", "patch"): "a PodGroup's status, as coscheduling's",
     ("gangq.io", "workloads", "patch"): "spec.active: false, written when a gang exceeds podsReady.backoffLimit "
                                         "(tests/operator/test_active_e2e.py)",
     ("gangq.io", "workloads", "get"): "a Workload that leaves the spec.active=false watch is read back to learn "

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from gangq.controlplane.launcher import ControlPlane, Process
+from gangq.operator.install import crd_documents
 from tests.conftest import start_control_plane
 from tests.controlplane.kube import kubectl, wait_for
 from tests.controlplane.test_image import BUILD
@@ -227,9 +228,9 @@ def test_install_upgrade_rollback_uninstall(helm_control_plane: ControlPlane, he
     released = [d for d in yaml.safe_load_all(helm(cp, helm_home, "get", "manifest", RELEASE, "-n", NAMESPACE)) if d]
     assert {(d["kind"], d["metadata"]["name"]) for d in released} <= before  # every object carries the label
     helm(cp, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
-    kept = {("CustomResourceDefinition", name) for name in (
-        "clusterqueues.gangq.io", "cohorts.gangq.io", "localqueues.gangq.io", "resourceflavors.gangq.io",
-        "workloadpriorityclasses.gangq.io", "workloads.gangq.io", "jobsets.jobset.x-k8s.io")}
+    # the CRDs (a chart's crds/ are never deleted): every one of the install's crds/
+    kept = {("CustomResourceDefinition", d["metadata"]["name"]) for d in crd_documents()}
+    assert ("CustomResourceDefinition", "jobsets.jobset.x-k8s.io") in kept
     quick_start = {("ResourceFlavor", "default-flavor"), ("ClusterQueue", "cluster-queue"),
                    ("LocalQueue", "user-queue")}
     # The garbage collector removes the ReplicaSet and its pods (which carry the release's labels)

@@ -10,7 +10,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gangq.integrations.interface import QUEUE_VERBS
 from gangq.integrations.registry import KINDS
 from gangq.observability.http import create_app
 from gangq.operator.install import crd_documents
@@ -222,7 +221,7 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
                 # read; a pod group's member pods are admitted one by one (the flavor's node labels
                 # added, the scheduling gate removed) and an evicted group's pods deleted
                 # (gangq/integrations/podgroup.py); never created
-                assert set(rule["verbs"]) <= {"get", "list", "watch", "patch", "delete"}, (resource, rule["verbs"])
+                assert set(rule["verbs"]) <= {"list", "watch", "patch", "delete"}, (resource, rule["verbs"])
             if resource == "clusterqueues":  # read, and patched for the resource-in-use finalizer only
                 assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}, (resource, rule["verbs"])
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
@@ -245,7 +244,7 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
     assert needed <= granted, needed - granted
     # every registered kind (gangq/integrations/registry.py): watched, suspended, admitted and
     # evicted; the objects it creates that the controller reads
-    kinds = {(k.group, k.plural, verb) for k in KINDS for verb in QUEUE_VERBS}
+    kinds = {(k.group, k.plural, verb) for k in KINDS for verb in k.queue_verbs}
     kinds |= {(r.group, r.plural, verb) for k in KINDS for r in (*k.child_resources, *k.reference_resources)
               for verb in ("get", "list", "watch")}
     assert kinds <= granted, f"deploy/base/rbac.yaml does not grant: {sorted(kinds - granted)}"

@@ -12,6 +12,7 @@ import pytest
 
 import tests.deploy.test_install as install_checks
 from gangq.api.workload import KUEUE_QUEUE_LABEL, QUEUE_LABEL
+from gangq.integrations.podgroup import POD_GROUP_LABEL
 from gangq.integrations.registry import KINDS
 from gangq.operator.certs import DirCertificates
 from gangq.operator.config import WebhookConfig, parse_config
@@ -77,15 +78,22 @@ def test_the_configurations_send_every_queued_kind_by_queue_label_and_fail_as_do
         webhook_install: tuple[str, str, Any]) -> None:
     name, _, docs = webhook_install
     routes = _routes()
-    wanted = {(k.group, k.version, k.plural) for k in KINDS}
+    kinds = {(k.group, k.version, k.plural) for k in KINDS}
+    pods = {("", "v1", "pods")} if any(k.gates_pods for k in KINDS) else set()
     for kind in CONFIGURATIONS:
         (config,) = find(docs, kind, WEBHOOK.configuration_name)
         mutating = kind.startswith("Mutating")
-        labelled = [h for h in config["webhooks"] if "objectSelector" in h
-                    and h["objectSelector"]["matchExpressions"][0]["operator"] == "Exists"]
+        first_key = {h["name"]: h["objectSelector"]["matchExpressions"][0] for h in config["webhooks"]
+                     if "objectSelector" in h}
+        labelled = [h for h in config["webhooks"] if first_key.get(h["name"], {}).get("operator") == "Exists"
+                    and first_key[h["name"]]["key"] in (QUEUE_LABEL, KUEUE_QUEUE_LABEL)]
         # one entry per queue label: a workload without one never waits for gangq
         assert [h["objectSelector"]["matchExpressions"] for h in labelled] == [
             [{"key": QUEUE_LABEL, "operator": "Exists"}], [{"key": KUEUE_QUEUE_LABEL, "operator": "Exists"}]]
+        # and, when a kind gates its pods, one for the pods of a PodGroup without a queue label of
+        # their own (the PodGroup has it): only pods, only at creation
+        pod_group = [h for h in config["webhooks"] if first_key.get(h["name"], {}).get("key") == POD_GROUP_LABEL]
+        assert len(pod_group) == (1 if mutating and pods else 0), [h["name"] for h in pod_group]
         for hook in config["webhooks"]:
             assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
             assert hook["timeoutSeconds"] <= 10
@@ -102,10 +110,11 @@ def test_the_configurations_send_every_queued_kind_by_queue_label_and_fail_as_do
             assert {"kube-system", "gangq-system"} <= excluded
             sent = {(g, v, r) for rule in hook["rules"] for g in rule["apiGroups"] for v in rule["apiVersions"]
                     for r in rule["resources"]}
+            wanted = pods if hook in pod_group else kinds | (pods if mutating and hook in labelled else set())
             assert sent == wanted, sent ^ wanted
             operations = {op for rule in hook["rules"] for op in rule["operations"]}
             assert operations == ({"CREATE"} if mutating else {"CREATE", "UPDATE"})
-        unlabelled = [h for h in config["webhooks"] if h not in labelled]
+        unlabelled = [h for h in config["webhooks"] if h not in labelled and h not in pod_group]
         if "unlabelled" in name:
             (hook,) = unlabelled
             default = parse_config({}).managed_jobs_namespace_selector.model_dump(by_alias=True, exclude_defaults=True)
