@@ -44,12 +44,16 @@ class Capacity:
             self.count_running(wl, +1)
 
     def delete_pod(self, key: str) -> None:
-        """A pod is gone (deleted, or terminal): its node capacity is free again."""
+        """A pod is gone (deleted, or terminal): its node capacity is free again — unless it was a
+        pod of a gang still admitted, whose slot on that node stays the gang's until the gang
+        finishes or is evicted (:meth:`keep_slot`)."""
         pod = self.s.pods.pop(key, None)
         if pod is None:
             return
         wl = self.s.workloads.get(pod.workload) if pod.workload else None
         held = wl.pods.pop(key, False) if wl is not None else False
+        if wl is not None and held and wl.state == "Admitted" and self.keep_slot(wl, pod):
+            return
         node = self.s.nodes.nodes.get(pod.node)
         if node is not None:
             self.s.nodes.allocate(node, pod.requests, -1)
@@ -58,6 +62,34 @@ class Capacity:
         if pod.running and wl is not None and wl.state == "Admitted":
             self.count_running(wl, -1)
         self.capacity_freed()
+
+    def keep_slot(self, wl: Workload, pod: PodInfo) -> bool:
+        """An admitted gang's bound pod is gone: its node slot becomes one of the gang's planned
+        slots again, held until the gang finishes or is evicted, as its quota is (a gang is
+        admitted and released as a whole). A pod that replaces it (a restarted Job's) takes the
+        slot back. Without this, a gang whose pods end one by one let the next gang in beside its
+        last pods: two gangs' pods at once on capacity sized for one (a user's "one group at a
+        time" broken by a straggler). False (the slot is freed) when its pod set or node is gone, and
+        for a gang of a ClusterQueue that does not check nodes (``QuotaOnly``: it was given no
+        slots)."""
+        cq = wl.cq
+        if cq is None or cq.spec.admission_mode != "QuotaAndNodes":
+            return False
+        ps_index = next((i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == pod.pod_set), -1)
+        node = self.s.nodes.nodes.get(pod.node)
+        if ps_index < 0 or node is None:
+            return False
+        planned_req = wl.spec.pod_sets[ps_index].requests
+        self.s.nodes.allocate(node, pod.requests, -1)
+        self.s.nodes.allocate(node, planned_req, 1)
+        wl.hold(pod.node, pod.requests, -1)
+        wl.hold(pod.node, planned_req, 1)
+        slot = (ps_index, pod.node)
+        wl.planned[slot] = wl.planned.get(slot, 0) + 1
+        if pod.running:
+            self.count_running(wl, -1)
+        self.s.version += 1
+        return True
 
     def pod_running_changed(self, old: PodInfo, pod: PodInfo) -> None:
         if old.running == pod.running or not pod.workload:

@@ -1,5 +1,6 @@
 """What an admitted gang holds on nodes (``Workload.held``: its planned pods and the pods bound
-while it is admitted) is what a preemption what-if frees when it picks the gang as a victim. A pod
+while it is admitted, a gone pod's slot planned again until the gang finishes) is what a
+preemption what-if frees when it picks the gang as a victim. A pod
 of the gang bound before its admission (a JobSet that arrived unsuspended, before gangq suspended
 it) uses its node like any other pod but is not part of that: its deletion must not take
 anything from what the gang holds."""
@@ -45,7 +46,7 @@ def test_a_preemptor_sees_all_that_the_victim_holds() -> None:
 
 def test_pods_bound_while_admitted_still_count_for_the_gang() -> None:
     """The gang's own pods, bound after admission, take the place of its planned ones in what it
-    holds, and their deletion gives it back."""
+    holds; once one is gone its slot is the gang's again (planned), until the gang finishes."""
     e = _gang_with_an_early_pod()
     g = e.workloads["ns/g"]
     e.update_pod(PodInfo("ns/g-0", "a100-0", {"cpu": 1000, GPU: 2}, workload="ns/g", pod_set="w"))
@@ -53,5 +54,33 @@ def test_pods_bound_while_admitted_still_count_for_the_gang() -> None:
     e.delete_pod("ns/g-early")
     assert g.held == {"a100-0": {"cpu": 2000, GPU: 4}}
     e.delete_pod("ns/g-0")
-    assert g.held == {"a100-0": {"cpu": 1000, GPU: 2}}  # the planned one
+    assert g.held == {"a100-0": {"cpu": 2000, GPU: 4}}  # both planned again
+    e.check_invariants()
+    e.finish("ns/g", 2.0)
+    assert e.nodes.nodes["a100-0"].free[GPU] == 8
+    e.check_invariants()
+
+
+def test_a_gang_whose_pods_end_one_by_one_keeps_its_nodes_until_it_finishes() -> None:
+    """Two gangs of 3 pods × 8 GPUs on 4 nodes of 8: the second fits the quota but not the nodes
+    beside the first. When two of the first's pods have ended and its last still runs, the second
+    still waits, and so when all have ended (the first is admitted and released as a whole); it is
+    admitted once the first finishes."""
+    e = engine()
+    add_nodes(e, "a100", 4, cpu=64, gpu=8)
+    add_queue(e, "q", [quota("a100", 256, 64)])
+    e.submit(gang("a", "q", 3, 8), 0.0)
+    e.submit(gang("b", "q", 3, 8, t=0.5), 0.5)
+    assert admitted(e.schedule(1.0)) == ["a"]
+    for i in range(3):
+        e.update_pod(PodInfo(f"ns/a-{i}", f"a100-{i}", {"cpu": 1000, GPU: 8}, workload="ns/a", pod_set="w",
+                             running=True))
+    e.delete_pod("ns/a-0")
+    e.delete_pod("ns/a-1")
+    assert admitted(e.schedule(2.0)) == []
+    e.check_invariants()
+    e.delete_pod("ns/a-2")  # all ended, not yet finished (its object's status is not written yet)
+    assert admitted(e.schedule(3.0)) == []
+    e.finish("ns/a", 4.0, keep_pods=True)
+    assert admitted(e.schedule(4.0)) == ["b"]
     e.check_invariants()
