@@ -473,6 +473,13 @@ class Gangs:
         entry = self.state.entries.get(gang)
         if entry is None:
             return
+        if entry.state == "Pending" and not entry.kind.gates_pods and self.gang_pods.get(gang):
+            # Pods of a queued gang that gangq never admitted: its operator created them from a view
+            # in which the object still ran unsuspended (it was created so, and gangq's suspension
+            # ended before they came). They run outside every quota: charged and reported as a
+            # start before admission, held until they are gone.
+            self.unreported_starts.add(gang)
+            self.hold_started(entry, now)
         if gang in self.unreported_starts and self.gang_pods.get(gang):
             self.unreported_starts.discard(gang)
             self._started_before_queued(entry)

@@ -32,6 +32,7 @@ from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET
 from gangq.integrations.kubeflow import PYTORCHJOB
+from gangq.operator.gangs import STARTED_BEFORE_ADMISSION
 from gangq.operator.install import quickstart_webhook, remove_webhook_configurations
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.sandbox.errors import ApiError
@@ -188,6 +189,74 @@ def test_workloads_created_unsuspended_never_run_over_their_quota(
             unregister(sb)
         if adapter is PYTORCHJOB:
             kf._remove_crd(sb)
+
+
+def test_pods_an_operator_creates_after_the_suspension_ended_are_charged_and_reported(
+        cluster_factory: Callable[..., Cluster]) -> None:
+    """An operator that saw a PyTorchJob created unsuspended may create its pods after gangq has
+    suspended it and found it stopped (no pod yet): those pods run outside every quota. gangq
+    charges them (the Workload says StartedBeforeAdmission, as while a start is held), posts a
+    StartedBeforeAdmission Event, and once they are gone queues the job again. The queue is full
+    (another job admitted), so the late job stays queued throughout."""
+    sb = cluster_factory(nodes="4x{cpu:16,memory:64Gi,nvidia.com/gpu:8}")
+    install(sb)
+    store = api(sb)
+    apply(sb, [flavor("default"), cluster_queue("cq", {"cpu": 32, "memory": "128Gi", GPU: 8}),
+               local_queue("q", "cq")])
+    op = None
+    try:
+        kf._install_crd(sb)
+        op = start_operator(sb, operator_config(), jobset_controller="embedded")
+        holder = gang_pytorchjob("holder")
+        holder["spec"]["runPolicy"] = {"suspend": True}
+        store.create(PYTORCHJOB.group, PYTORCHJOB.plural, holder, namespace="default")  # no operator: no pods
+        wait_for(lambda: not PYTORCHJOB.suspended(store.get(PYTORCHJOB.group, PYTORCHJOB.plural, "default",
+                                                            "holder")), 30, "the holder admitted")
+        created = store.create(PYTORCHJOB.group, PYTORCHJOB.plural, gang_pytorchjob("late"), namespace="default")
+
+        def quota_reason() -> str:
+            try:
+                wl = store.get("gangq.io", "workloads", "default", "pytorchjob-late")
+            except ApiError as err:  # not written yet
+                if err.code == 404:
+                    return ""
+                raise
+            return next((c.get("reason", "") for c in (wl.get("status") or {}).get("conditions") or []
+                         if c["type"] == "QuotaReserved"), "")
+
+        def late() -> dict[str, Any]:
+            return dict(store.get(PYTORCHJOB.group, PYTORCHJOB.plural, "default", "late"))
+
+        wait_for(lambda: PYTORCHJOB.suspended(late()), 30, "the late job suspended")
+        wait_for(lambda: quota_reason() not in ("", STARTED_BEFORE_ADMISSION), 30, "the late job queued")
+        assert not reported(store, "late")
+
+        owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "late",
+                 "uid": created["metadata"]["uid"], "controller": True}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "late-master-0", "namespace": "default", "ownerReferences": [owner],
+                            "labels": {kubeflow.JOB_NAME_LABEL: "late", kubeflow.REPLICA_TYPE_LABEL: "master",
+                                       kubeflow.OPERATOR_NAME_LABEL: "pytorchjob-controller",
+                                       "training.kubeflow.org/replica-index": "0"}},
+               "spec": {"terminationGracePeriodSeconds": 0, "restartPolicy": "Never", "containers": [
+                   {"name": "pytorch", "image": "trainer",
+                    "resources": {"requests": {"cpu": "1", GPU: str(GPUS_PER_POD)},
+                                  "limits": {GPU: str(GPUS_PER_POD)}}}]}}
+        store.create("", "pods", pod, namespace="default")
+        wait_for(lambda: reported(store, "late"), 30, "a StartedBeforeAdmission Event for the late job")
+        wait_for(lambda: quota_reason() == STARTED_BEFORE_ADMISSION, 30, "the late job's pods charged")
+        store.delete("", "pods", "default", "late-master-0", grace_period_seconds=0)
+        wait_for(lambda: quota_reason() not in ("", STARTED_BEFORE_ADMISSION), 60, "the late job queued again")
+        assert PYTORCHJOB.suspended(late())
+    finally:
+        if op is not None:
+            op.stop()
+        kf._remove_crd(sb)
+
+
+def reported(store: Any, name: str) -> bool:
+    return any(e.get("reason") == STARTED_BEFORE_ADMISSION and e["involvedObject"]["name"] == name
+               for e in store.list("", "events", "default")["items"])
 
 
 def test_while_the_webhook_is_unreachable_a_labelled_workload_is_refused_and_nothing_else_is(
