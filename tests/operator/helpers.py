@@ -374,8 +374,22 @@ def schemaless_crd(group: str, version: str, kind: str, plural: str, scope: str 
 @contextlib.contextmanager
 def crds_served(sb: Cluster, docs: list[dict[str, Any]]) -> Iterator[None]:
     """``docs`` (CRDs) created after gangq started (a kind whose CRD appears later is watched from
-    then on), served until the block ends, then deleted."""
+    then on), served until the block ends, then deleted. One already there (the session's real
+    control plane keeps an upstream operator's CRDs from tests/upstream, with their schemas and
+    validation rules) is deleted first, so the test's objects meet only the test's CRD."""
     for doc in docs:
+        name = doc["metadata"]["name"]
+        with contextlib.suppress(ApiError):
+            sb.call(sb.store.delete, "apiextensions.k8s.io", "customresourcedefinitions", None, name)
+
+        def gone(name: str = name) -> bool:
+            try:
+                sb.call(sb.store.get, "apiextensions.k8s.io", "customresourcedefinitions", None, name)
+            except ApiError as err:
+                return err.code == 404
+            return False
+
+        wait_for(gone, 120, f"CRD {name} gone")
         sb.call(sb.store.create, "apiextensions.k8s.io", "customresourcedefinitions", copy.deepcopy(doc))
 
     def served() -> bool:

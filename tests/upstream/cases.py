@@ -93,7 +93,8 @@ CASES: list[Case] = [
     Case(jobset("startup-in-order", [rjob("a", start_delay=1, run=3), rjob("b", replicas=2, start_delay=1, run=2),
                                      rjob("c")], startup="InOrder"),
          script=_first_jobs),
-    Case(jobset("depends-complete", [rjob("a", run=2), rjob("b", replicas=2, depends_on=[
+    # a runs long enough that "started" is seen before it completes on a loaded machine (b starts then)
+    Case(jobset("depends-complete", [rjob("a", run=6), rjob("b", replicas=2, depends_on=[
         {"name": "a", "status": "Complete"}])]), script=_first_jobs),
     Case(jobset("depends-ready", [rjob("a", start_delay=1, run=3), rjob("b", depends_on=[
         {"name": "a", "status": "Ready"}])]), script=_first_jobs),
