@@ -40,6 +40,16 @@ def gangq_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-c", "from gangq.cli import app; app()"]
 
 
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, and SIGKILL after 10 s if it has not ended; waits for it to end."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def gangq_run(kubeconfig: Path, config: dict[str, Any], workdir: Path, ready: Callable[[], Any],
               what: str, *extra: str) -> Iterator[Path]:
@@ -55,11 +65,7 @@ def gangq_run(kubeconfig: Path, config: dict[str, Any], workdir: Path, ready: Ca
         assert proc.poll() is None, log.read_text()[-3000:]
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:

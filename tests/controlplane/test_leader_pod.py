@@ -21,7 +21,7 @@ from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from tests.controlplane.install import install
-from tests.controlplane.kube import RUN_CONFIG, gangq_command, get, kubectl, wait_for
+from tests.controlplane.kube import RUN_CONFIG, gangq_command, get, kubectl, stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = ("gangq-controller-a", "gangq-controller-b")
@@ -57,11 +57,7 @@ def replica(cp: ControlPlane, workdir: Path, pod_name: str) -> Iterator[subproce
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def test_only_the_leaders_pod_is_labelled_and_the_label_follows_the_lease(

@@ -32,7 +32,7 @@ import yaml
 from gangq.controlplane import upstream
 from gangq.controlplane.launcher import ControlPlane, Process
 from gangq.sandbox.runtime import free_port
-from tests.controlplane.kube import get, wait_for
+from tests.controlplane.kube import get, stop_process, wait_for
 
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
@@ -98,12 +98,7 @@ def upstream_operator(name: str, command: Sequence[str], probe: str, log: Path, 
             time.sleep(0.1)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @contextlib.contextmanager
