@@ -38,3 +38,14 @@ def test_core_imports_no_shell() -> None:
                 if any(module == f or module.startswith(f + ".") for f in forbidden):
                     offenders.append(f"{path.name}: {stripped}")
     assert not offenders, offenders
+
+
+def test_the_controller_imports_nothing_of_the_lab() -> None:
+    """``gangq run`` against a cluster loads neither test double: the API emulator
+    (``gangq.sandbox``) and the real control plane built from Go modules (``gangq.controlplane``)
+    are imported only when a quick start starts one. A fresh interpreter: this one has both."""
+    check = ("import sys, gangq.operator.cli; "
+             "print([m for m in sys.modules if m.startswith(('gangq.sandbox', 'gangq.controlplane'))])")
+    result = _run(sys.executable, "-c", check)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout

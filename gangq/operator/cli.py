@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Literal
 import typer
 from rich.console import Console
 
-from gangq.controlplane import ControlPlaneKind
 from gangq.core.errors import SpecError
 from gangq.gc_tuning import tune_gc
 from gangq.operator import visibility
@@ -33,6 +32,7 @@ from gangq.operator.install import (
 )
 from gangq.operator.kube import Credentials, KubeClient
 from gangq.operator.operator import ControllerCrashed, run_operator
+from gangq.quickstart import ControlPlaneKind
 
 if TYPE_CHECKING:
     from gangq.controlplane.launcher import ControlPlane

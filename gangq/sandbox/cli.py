@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gangq.controlplane import ControlPlaneKind
+from gangq.quickstart import ControlPlaneKind
 
 __all__ = ["sandbox_app"]
 
