@@ -243,7 +243,10 @@ def substitute(expr: str) -> str:
 
 def render(out: Path, workdir: Path, hours: float = HOURS) -> Path:
     """Run the whole pipeline; returns the PNG path."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as err:  # plotting is an extra: the controller's install does not carry it
+        raise RuntimeError("the dashboard preview needs matplotlib: pip install 'gangq[plots]'") from err
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

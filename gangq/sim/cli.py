@@ -5,6 +5,7 @@ Registered by ``gangq/cli.py`` as ``app.command("simulate")(simulate)``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from gangq.api.quantity import QuantityError
@@ -24,6 +26,9 @@ from gangq.sim.report import print_compare, print_summary, summarize
 from gangq.sim.scenario import SCENARIOS, Scenario, gang_deadlock, kueue_baseline, load_config
 from gangq.sim.simulator import LivelockError, SimResult, Simulator
 from gangq.sim.trace import ColumnMapping, TraceError, load_cluster, load_csv, load_native
+
+PLOTS_EXTRA = "pip install 'gangq[plots]'"
+"""How to get matplotlib: plotting is an extra, so the controller's install does not carry it."""
 
 log = logging.getLogger(__name__)
 
@@ -286,14 +291,16 @@ def simulate(
         if not 0.0 <= checkpoint < 1.0:
             raise UsageError(f"--checkpoint must be in [0, 1), got {checkpoint}")
         base.checkpoint = checkpoint
+        if plots is not None and importlib.util.find_spec("matplotlib") is None:
+            raise UsageError(f"--plots needs matplotlib, which is an extra: {PLOTS_EXTRA}")
         variants = _variants(policy, compare, base)
     except (UsageError, TraceError, SpecError, QuantityError, ValueError, OSError) as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from err
     try:
         results = run_variants(variants, console, progress and not quiet)
     except LivelockError as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from err
     summaries = [summarize(r) for r in results]
     if not quiet:

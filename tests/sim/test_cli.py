@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -200,3 +201,18 @@ def test_a_csv_trace_without_a_queue_column_replays_with_csv_default(tmp_path: P
     doc = json.loads(out.read_text())
     assert doc["jobs"] == 3 and doc["finished"] == 3
     assert set(doc["cluster_queues"]) == {"research"}
+
+
+def test_plots_without_matplotlib_say_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plotting is an extra (the controller's install does not carry matplotlib): ``--plots``
+    without it fails before the run, naming the extra."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    plots = tmp_path / "plots"
+    result = runner.invoke(app, ["simulate", "--scenario", "gang-deadlock", "--plots", str(plots)])
+    assert result.exit_code == 2, result.output
+    assert "--plots needs matplotlib" in result.output and "pip install 'gangq[plots]'" in result.output
+    assert not plots.exists()
