@@ -1,7 +1,8 @@
 """``gangq run``: the controller in the foreground, against a cluster or the embedded sandbox.
 
-The lead registers :func:`run` on the main app (``app.command("run")(run)``); until then
-``python -m gangq.operator run ...`` runs the same command.
+:func:`run` is registered on the main app (``gangq.cli``); ``python -m gangq.operator run ...``
+runs the same command. Against a cluster it loads nothing of the lab (``gangq.sandbox``,
+``gangq.controlplane``): those are imported only when a quick start starts one.
 """
 
 from __future__ import annotations
@@ -223,7 +224,11 @@ def run(
     if kubeconfig is not None and not kubeconfig.exists():
         console.print(f"[red]error:[/red] --kubeconfig {kubeconfig}: no such file", highlight=False)
         raise typer.Exit(1)
-    from gangq.controlplane.launcher import ControlPlaneError  # cryptography: only when it can be needed
+    failures: tuple[type[Exception], ...] = (OSError, ControllerCrashed)
+    if use_sandbox and control_plane is ControlPlaneKind.real:  # the lab only when a quick start runs it
+        from gangq.controlplane.launcher import ControlPlaneError
+
+        failures = (*failures, ControlPlaneError)
 
     sandbox_kubeconfig = kubeconfig_out or Path.home() / ".kube" / "gangq-sandbox.yaml"
     if use_sandbox:  # the pending-workloads API on loopback, for `gangq queue` (docs/sandbox.md)
@@ -238,7 +243,7 @@ def run(
                                  announce=lambda line: console.print(line, highlight=False))
         asyncio.run(_main(cfg, kubeconfig, use_sandbox, sandbox_port, sandbox_kubeconfig, jobset_controller,
                           console, real, webhook))
-    except (OSError, ControlPlaneError, ControllerCrashed) as err:
+    except failures as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from err
     except KeyboardInterrupt:
@@ -248,7 +253,7 @@ def run(
             real.stop()
 
 
-app = typer.Typer(help="gangq controller (until `gangq run` is registered on the main CLI).", no_args_is_help=True)
+app = typer.Typer(help="gangq controller (the same `run` as `gangq run`).", no_args_is_help=True)
 app.command("run")(run)
 
 
