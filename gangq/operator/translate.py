@@ -63,8 +63,8 @@ the configuration, the pods, the objects queued kinds build their gangs from
 (:data:`gangq.integrations.registry.REFERENCE_RESOURCES`: a TrainJob's runtimes, before the
 TrainJobs), then every registered kind (:data:`gangq.integrations.registry.KINDS`)."""
 NAMESPACED: Final = frozenset({"localqueues", "pods", "workloads", *(k.plural for k in KINDS)})
-"""Watched apart from :data:`WATCHED`: only a change of ``spec.active`` matters (see
-:meth:`gangq.operator.gangs.Gangs.activation_changed`), and a restart lists them for their status."""
+"""The namespaced kinds the controller reads: when the configuration names ``namespaces``, an event
+of one of them in another namespace is dropped (the restart's lists are cluster-wide)."""
 
 
 def rfc3339(t: float) -> str:
