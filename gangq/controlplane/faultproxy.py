@@ -254,9 +254,9 @@ class FaultProxy:
             assert self._session is not None
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
             headers["Accept-Encoding"] = request.headers.get("Accept-Encoding", "identity")
-            body = await request.read() if request.can_read_body else None
+            payload = await request.read() if request.can_read_body else None
             async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
-                                             data=body) as upstream:
+                                             data=payload) as upstream:
                 code = upstream.status
                 stream = web.StreamResponse(status=upstream.status, headers={
                     k: v for k, v in upstream.headers.items() if k.lower() not in _HOP})

@@ -19,8 +19,9 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import typer
 from rich.console import Console
@@ -93,15 +94,18 @@ class Kube:
     def __init__(self, kubeconfig: str | None) -> None:
         from kubernetes import client, config
 
+        # the kubernetes client leaves its config loaders unannotated
+        load_kube_config = cast(Callable[..., None], config.load_kube_config)
+        load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
         self.path: Path | None = None
         configuration = client.Configuration()
         try:
-            config.load_kube_config(config_file=kubeconfig or _kubeconfig_path(), client_configuration=configuration)
+            load_kube_config(config_file=kubeconfig or _kubeconfig_path(), client_configuration=configuration)
             self.path = Path(kubeconfig or _kubeconfig_path())
         except (config.ConfigException, OSError, TypeError):
             try:
                 configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)
+                load_incluster_config(client_configuration=configuration)
             except config.ConfigException as err:
                 raise RuntimeError(f"no cluster configured ({err}); pass --kubeconfig or set KUBECONFIG") from None
         self.configuration = configuration
@@ -231,32 +235,41 @@ def list_queues(kubeconfig: str | None, namespace: str | None) -> tuple[Objects,
     """ClusterQueues and LocalQueues the user may list (all namespaces, else ``namespace`` or the
     kubeconfig's), and a note on what could not be listed."""
     from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
+
+    # the kubernetes client leaves its config functions unannotated
+    load_kube_config = cast(Callable[..., None], config.load_kube_config)
+    load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
+    list_kube_config_contexts = cast(
+        Callable[..., tuple[list[dict[str, Any]], dict[str, Any] | None]], config.list_kube_config_contexts)
+
+    def items(listing: object) -> Objects:  # a list's JSON body, which the client types as object
+        return cast(Objects, cast(dict[str, Any], listing)["items"])
 
     try:
-        config.load_kube_config(config_file=kubeconfig)
+        load_kube_config(config_file=kubeconfig)
     except config.ConfigException:
         try:
-            config.load_incluster_config()
+            load_incluster_config()
         except config.ConfigException as err:
             raise RuntimeError(f"no cluster configured ({err}); pass --kubeconfig or set KUBECONFIG") from None
     api = client.CustomObjectsApi()
     note = ""
     try:
-        cqs = api.list_cluster_custom_object("gangq.io", "v1alpha1", "clusterqueues")["items"]
+        cqs = items(api.list_cluster_custom_object("gangq.io", "v1alpha1", "clusterqueues"))
     except ApiException as err:
         cqs, note = [], f"ClusterQueues: {err.status} {err.reason}"
     try:
         if namespace is None:
-            lqs = api.list_cluster_custom_object("gangq.io", "v1alpha1", "localqueues")["items"]
+            lqs = items(api.list_cluster_custom_object("gangq.io", "v1alpha1", "localqueues"))
         else:
-            lqs = api.list_namespaced_custom_object("gangq.io", "v1alpha1", namespace, "localqueues")["items"]
+            lqs = items(api.list_namespaced_custom_object("gangq.io", "v1alpha1", namespace, "localqueues"))
     except ApiException as err:
         if namespace is not None or err.status != 403:
             raise RuntimeError(f"cannot list LocalQueues: {err.status} {err.reason}") from None
-        _, context = config.list_kube_config_contexts(config_file=kubeconfig)
+        _, context = list_kube_config_contexts(config_file=kubeconfig)
         own = (context or {}).get("context", {}).get("namespace", "default")
-        lqs = api.list_namespaced_custom_object("gangq.io", "v1alpha1", own, "localqueues")["items"]
+        lqs = items(api.list_namespaced_custom_object("gangq.io", "v1alpha1", own, "localqueues"))
         note = (note + "; " if note else "") + f"LocalQueues of namespace {own} only (not allowed to list all)"
     return cqs, lqs, note
 

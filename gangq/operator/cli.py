@@ -85,6 +85,7 @@ async def _main(
     try:
         if real is not None:
             from gangq.controlplane import install, runtime
+            from gangq.controlplane.pki import CONTROLLER_NAMESPACE
 
             kubeconfig = sandbox_kubeconfig
             embedded = jobset_controller is JobSetControllerMode.embedded
@@ -101,7 +102,7 @@ async def _main(
             # The controller runs as the install's ServiceAccount, with exactly its RBAC, which
             # grants its leader Lease in the install's namespace (as deploy/base/config.yaml says).
             credentials = Credentials.load(runtime.controller_kubeconfig_path(kubeconfig))
-            election = config.leader_election.model_copy(update={"namespace": install.CONTROLLER_NAMESPACE})
+            election = config.leader_election.model_copy(update={"namespace": CONTROLLER_NAMESPACE})
             config = config.model_copy(update={"leader_election": election})
             console.print(f"[bold green]gangq on a real control plane[/] at {real.url} ({real.server_version()})")
             console.print(f"  export KUBECONFIG={kubeconfig}", highlight=False)

@@ -19,15 +19,15 @@ class _Model(BaseModel):
 
 class PodsReadyConfig(_Model):
     enable: bool = True
-    timeout_seconds: float = Field(300.0, alias="timeoutSeconds", gt=0)
-    backoff_base_seconds: float = Field(60.0, alias="backoffBaseSeconds", ge=0)
-    backoff_max_seconds: float = Field(3600.0, alias="backoffMaxSeconds", ge=0)
-    backoff_limit: int | None = Field(None, alias="backoffLimit", ge=0)
-    requeue_timestamp: Literal["Creation", "Eviction"] = Field("Eviction", alias="requeueTimestamp")
+    timeout_seconds: float = Field(default=300.0, alias="timeoutSeconds", gt=0)
+    backoff_base_seconds: float = Field(default=60.0, alias="backoffBaseSeconds", ge=0)
+    backoff_max_seconds: float = Field(default=3600.0, alias="backoffMaxSeconds", ge=0)
+    backoff_limit: int | None = Field(default=None, alias="backoffLimit", ge=0)
+    requeue_timestamp: Literal["Creation", "Eviction"] = Field(default="Eviction", alias="requeueTimestamp")
 
 
 class StarvationConfig(_Model):
-    timeout_seconds: float = Field(1800.0, alias="timeoutSeconds", ge=0)
+    timeout_seconds: float = Field(default=1800.0, alias="timeoutSeconds", ge=0)
 
 
 class FairSharingConfig(_Model):
@@ -35,33 +35,33 @@ class FairSharingConfig(_Model):
 
 
 class ApiConfig(_Model):
-    qps: float = Field(500.0, gt=0)
-    burst: int = Field(1000, ge=1)
+    qps: float = Field(default=500.0, gt=0)
+    burst: int = Field(default=1000, ge=1)
 
 
 class StatusConfig(_Model):
     """How often status is written (the write budget, docs/operator.md)."""
 
-    workload_delay_seconds: float = Field(2.0, alias="workloadDelaySeconds", ge=0)
+    workload_delay_seconds: float = Field(default=2.0, alias="workloadDelaySeconds", ge=0)
     # 5 s, not longer: until then ``kubectl get workloads`` does not show a queued JobSet at all, and a
     # researcher asking "why is my job pending?" finds nothing to read.
-    pending_delay_seconds: float = Field(5.0, alias="pendingDelaySeconds", ge=0)
-    pending_min_interval_seconds: float = Field(60.0, alias="pendingMinIntervalSeconds", ge=0)
-    queue_interval_seconds: float = Field(5.0, alias="queueIntervalSeconds", gt=0)
+    pending_delay_seconds: float = Field(default=5.0, alias="pendingDelaySeconds", ge=0)
+    pending_min_interval_seconds: float = Field(default=60.0, alias="pendingMinIntervalSeconds", ge=0)
+    queue_interval_seconds: float = Field(default=5.0, alias="queueIntervalSeconds", gt=0)
 
 
 class PreemptionConfig(_Model):
     """Engine preemption settings (docs/engine.md, Preemption)."""
 
-    budget: int | None = Field(None, ge=1)  # a gang evicted this many times is no longer a victim
+    budget: int | None = Field(default=None, ge=1)  # a gang evicted this many times is no longer a victim
     # a gang evicted before and admitted again less than this long ago is a victim only when no
     # other victim set will do (0: off)
-    grace_seconds: float = Field(300.0, alias="graceSeconds", ge=0)
+    grace_seconds: float = Field(default=300.0, alias="graceSeconds", ge=0)
     # a gang preempted this many times is admitted again only where no waiting gang preempts it
     # again (null: off)
-    shelter_after: int | None = Field(2, alias="shelterAfter", ge=1)
+    shelter_after: int | None = Field(default=2, alias="shelterAfter", ge=1)
     # a gang may preempt only once it has waited this long since it was queued (0: at once)
-    delay_seconds: float = Field(5.0, alias="delaySeconds", ge=0)
+    delay_seconds: float = Field(default=5.0, alias="delaySeconds", ge=0)
 
 
 class EventsConfig(_Model):
@@ -72,9 +72,9 @@ class EventsConfig(_Model):
 class LeaderElectionConfig(_Model):
     enable: bool = True
     namespace: str = "default"
-    lease_name: str = Field("gangq-controller", alias="leaseName")
-    lease_duration_seconds: float = Field(15.0, alias="leaseDurationSeconds", gt=0)
-    renew_interval_seconds: float = Field(5.0, alias="renewIntervalSeconds", gt=0)
+    lease_name: str = Field(default="gangq-controller", alias="leaseName")
+    lease_duration_seconds: float = Field(default=15.0, alias="leaseDurationSeconds", gt=0)
+    renew_interval_seconds: float = Field(default=5.0, alias="renewIntervalSeconds", gt=0)
 
 
 class SelectorRequirementConfig(_Model):
@@ -106,19 +106,19 @@ class WebhookConfig(_Model):
     webhook"). Off unless ``port`` is set: without registered webhook configurations nothing calls
     it, and the Deployment's webhook component turns it on."""
 
-    port: int = Field(0, ge=0, le=65535)  # 0: off
+    port: int = Field(default=0, ge=0, le=65535)  # 0: off
     # Loopback unless set, as metricsBind: the API server of a pod's cluster reaches it on the
     # pod's IP, so the webhook component sets 0.0.0.0; a laptop run serves no network.
-    bind: str = Field("127.0.0.1", min_length=1)
+    bind: str = Field(default="127.0.0.1", min_length=1)
     # tls.crt / tls.key, e.g. a mounted Secret written by cert-manager: used as is, reloaded when
     # they change. Unset: gangq keeps its own CA and certificate in ``secretName``.
-    cert_dir: str | None = Field(None, alias="certDir")
+    cert_dir: str | None = Field(default=None, alias="certDir")
     hosts: list[str] = Field(default_factory=list)  # extra DNS names / IP addresses of the certificate
-    service_name: str = Field("gangq-webhook", alias="serviceName", min_length=1)
-    namespace: str = Field("gangq-system", min_length=1)  # of the Service and the Secret
-    secret_name: str = Field("gangq-webhook-cert", alias="secretName", min_length=1)
+    service_name: str = Field(default="gangq-webhook", alias="serviceName", min_length=1)
+    namespace: str = Field(default="gangq-system", min_length=1)  # of the Service and the Secret
+    secret_name: str = Field(default="gangq-webhook-cert", alias="secretName", min_length=1)
     # The MutatingWebhookConfiguration and ValidatingWebhookConfiguration whose caBundle gangq keeps.
-    configuration_name: str = Field("gangq-webhook", alias="configurationName", min_length=1)
+    configuration_name: str = Field(default="gangq-webhook", alias="configurationName", min_length=1)
 
 
 class VisibilityConfig(_Model):
@@ -127,21 +127,21 @@ class VisibilityConfig(_Model):
     server's front-proxy client certificate) and authorized (SubjectAccessReview). Off unless
     ``port`` is set: the install sets 8443 and registers it as an APIService."""
 
-    port: int = Field(0, ge=0, le=65535)  # 0: off
+    port: int = Field(default=0, ge=0, le=65535)  # 0: off
     # Loopback unless set: the install sets 0.0.0.0 (kube-apiserver reaches it on the pod's IP).
-    bind: str = Field("127.0.0.1", min_length=1)
+    bind: str = Field(default="127.0.0.1", min_length=1)
     # tls.crt / tls.key (e.g. a cert-manager Secret), reloaded when they change. Unset: gangq keeps
     # a CA and certificate in ``secretName`` and writes the CA into the APIService's caBundle.
-    cert_dir: str | None = Field(None, alias="certDir")
+    cert_dir: str | None = Field(default=None, alias="certDir")
     hosts: list[str] = Field(default_factory=list)  # extra DNS names / IP addresses of the certificate
-    service_name: str = Field("gangq-visibility", alias="serviceName", min_length=1)
-    namespace: str = Field("gangq-system", min_length=1)  # of the Service and the Secret
-    secret_name: str = Field("gangq-visibility-cert", alias="secretName", min_length=1)
-    api_service_name: str = Field("v1alpha1.visibility.gangq.io", alias="apiServiceName", min_length=1)
+    service_name: str = Field(default="gangq-visibility", alias="serviceName", min_length=1)
+    namespace: str = Field(default="gangq-system", min_length=1)  # of the Service and the Secret
+    secret_name: str = Field(default="gangq-visibility-cert", alias="secretName", min_length=1)
+    api_service_name: str = Field(default="v1alpha1.visibility.gangq.io", alias="apiServiceName", min_length=1)
     # Authentication and authorization decisions are kept this long (a busy ``gangq queue`` costs
     # the API server one TokenReview and one SubjectAccessReview per user and queue per period).
-    cache_seconds: float = Field(10.0, alias="cacheSeconds", ge=0)
-    cache_size: int = Field(4096, alias="cacheSize", ge=1)
+    cache_seconds: float = Field(default=10.0, alias="cacheSeconds", ge=0)
+    cache_size: int = Field(default=4096, alias="cacheSize", ge=1)
 
 
 def _system_namespaces() -> NamespaceSelectorConfig:
@@ -161,16 +161,16 @@ class OperatorConfig(_Model):
     status: StatusConfig = Field(default_factory=StatusConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)
     leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig, alias="leaderElection")
-    metrics_port: int | None = Field(8080, alias="metricsPort", ge=0, le=65535)
+    metrics_port: int | None = Field(default=8080, alias="metricsPort", ge=0, le=65535)
     # Loopback unless set: the pending-workloads API names every queued job, and a controller run
     # on a laptop (or with the embedded sandbox) should not serve that to the network. The
     # Deployment sets 0.0.0.0 for its probes and Prometheus.
-    metrics_bind: str = Field("127.0.0.1", alias="metricsBind", min_length=1)
+    metrics_bind: str = Field(default="127.0.0.1", alias="metricsBind", min_length=1)
     namespaces: list[str] = Field(default_factory=list)
     # Kueue's manageJobsWithoutQueueName: in the namespaces the selector picks, a workload without
     # a queue label is queued to the namespace's LocalQueue "default" (or held, saying how to
     # submit it, when there is none) — no way around the queue for a forgotten label.
-    manage_jobs_without_queue_name: bool = Field(False, alias="manageJobsWithoutQueueName")
+    manage_jobs_without_queue_name: bool = Field(default=False, alias="manageJobsWithoutQueueName")
     managed_jobs_namespace_selector: NamespaceSelectorConfig = Field(
         default_factory=_system_namespaces, alias="managedJobsNamespaceSelector")
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)

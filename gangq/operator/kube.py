@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import aiohttp
 
@@ -112,15 +112,18 @@ class Credentials:
         account. Raises ``kubernetes.config.ConfigException`` when neither is available."""
         from kubernetes import client, config
 
+        # the kubernetes client leaves its config loaders unannotated
+        load_kube_config = cast(Callable[..., None], config.load_kube_config)
+        load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
         cfg = client.Configuration()
         try:
-            config.load_kube_config(
+            load_kube_config(
                 config_file=str(kubeconfig) if kubeconfig else None, context=context, client_configuration=cfg
             )
         except (config.ConfigException, FileNotFoundError, TypeError):
             if kubeconfig:
                 raise
-            config.load_incluster_config(client_configuration=cfg)
+            load_incluster_config(client_configuration=cfg)
         token = None
         auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
         if auth:
@@ -162,7 +165,7 @@ class KubeClient:
     async def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             creds = self.credentials
-            ctx: ssl.SSLContext | bool | None = None
+            ctx: ssl.SSLContext | bool = True  # aiohttp's default (it reads ssl=None as True)
             if creds.server.startswith("https"):
                 if creds.insecure:
                     ctx = False

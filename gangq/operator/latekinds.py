@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any, Final
 
 import kopf
@@ -32,13 +34,21 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS: Final = 10.0
 
+# kopf's internals, or None when this kopf release has moved them.
+Insights: Callable[[], Any] | None
+Vault: Callable[[], Any] | None
+vault_var: ContextVar[Any] | None
+process_discovered_resource_event: Callable[..., Coroutine[Any, Any, None]] | None
 try:
-    from kopf._cogs.clients.auth import vault_var
-    from kopf._cogs.structs.credentials import Vault
-    from kopf._cogs.structs.references import Insights
-    from kopf._core.reactor.observation import process_discovered_resource_event
+    from kopf._cogs.clients.auth import vault_var as _vault_var
+    from kopf._cogs.structs.credentials import Vault as _Vault
+    from kopf._cogs.structs.references import Insights as _Insights
+    from kopf._core.reactor.observation import process_discovered_resource_event as _process_discovered_resource_event
 except ImportError:  # pragma: no cover - a kopf release that moved them
     Insights = Vault = vault_var = process_discovered_resource_event = None
+else:
+    Insights, Vault, vault_var = _Insights, _Vault, _vault_var
+    process_discovered_resource_event = _process_discovered_resource_event
 
 
 def new_insights() -> Any:
