@@ -55,12 +55,12 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _key(obj: dict) -> str:
+def _key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _priority(pod: dict) -> int:
+def _priority(pod: dict[str, Any]) -> int:
     try:
         return int((pod.get("spec") or {}).get("priority") or 0)
     except (TypeError, ValueError):
@@ -122,7 +122,7 @@ class _EventRecorder:
         self.enabled = enabled
         self._seq = itertools.count()
 
-    def emit(self, component: str, obj: dict, type_: str, reason: str, message: str) -> None:
+    def emit(self, component: str, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         if not self.enabled:
             return
         meta = obj.get("metadata") or {}
@@ -187,7 +187,7 @@ class _SchedulerLoop:
             if not gated:
                 self._push(key, priority)
 
-    def on_pod(self, etype: str, pod: dict) -> None:
+    def on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         key = _key(pod)
         if etype == "DELETED":
             self._parked.pop(key, None)
@@ -206,7 +206,7 @@ class _SchedulerLoop:
             return  # e.g. our own status update: nothing new to try
         self._push(key, _priority(pod))
 
-    def on_node(self, etype: str, node: dict) -> None:
+    def on_node(self, etype: str, node: dict[str, Any]) -> None:
         if etype == "DELETED":
             self.state.remove_node(node["metadata"]["name"])
         else:
@@ -262,7 +262,7 @@ class _SchedulerLoop:
             self._messages[key] = result.message
             self.events.emit("default-scheduler", pod, "Warning", "FailedScheduling", result.message)
 
-    def _set_condition(self, pod: dict, reason: str, message: str) -> None:
+    def _set_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
         status = pod.get("status") or {}
         conds = list(status.get("conditions") or [])
         old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
@@ -293,13 +293,13 @@ class _JobControllerLoop:
         self.queue = WorkQueue()
         self.workers = workers
         self.failure_backoff_seconds = failure_backoff_seconds
-        self._pods: dict[str, dict[str, dict]] = {}  # owner job uid -> pod key -> pod
+        self._pods: dict[str, dict[str, dict[str, Any]]] = {}  # owner job uid -> pod key -> pod
         self._owner_of: dict[str, str] = {}  # pod key -> owner job uid
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._bad_spec: dict[str, str] = {}
         self._suffix_seq = itertools.count()
 
-    def on_job(self, etype: str, job: dict) -> None:
+    def on_job(self, etype: str, job: dict[str, Any]) -> None:
         key = _key(job)
         meta = job.get("metadata") or {}
         seen = (meta.get("uid"), meta.get("generation"), meta.get("deletionTimestamp"), bool(meta.get("finalizers")))
@@ -323,7 +323,7 @@ class _JobControllerLoop:
         self._batch_timers.pop(key, None)
         self.queue.add(key)
 
-    def on_pod(self, etype: str, pod: dict) -> None:
+    def on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         key = _key(pod)
         owner = controller_owner(pod)
         old_uid = self._owner_of.pop(key, None)
@@ -429,7 +429,7 @@ class _JobControllerLoop:
             loop = asyncio.get_running_loop()
             self._timers[key] = loop.call_later(max(0.0, acts.requeue_after) + 0.001, self.queue.add, key)
 
-    async def _create_pods(self, job: dict, pods: list[dict]) -> set[str]:
+    async def _create_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> set[str]:
         """Create in slow-start batches (1, 2, 4, ...), yielding between batches like the real controller's
         concurrent creates do."""
         created: set[str] = set()
@@ -452,7 +452,7 @@ class _JobControllerLoop:
                 await asyncio.sleep(0)
         return created
 
-    def _remove_finalizer(self, pod: dict) -> None:
+    def _remove_finalizer(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         try:
             current = self.store.get("", "pods", meta.get("namespace"), meta["name"])
@@ -503,7 +503,7 @@ class _JobControllerLoop:
 class SimulatedCluster:
     """Nodes + default scheduler + Job controller + kubelet on the running asyncio loop, talking to ``store``."""
 
-    def __init__(self, store: Store, nodes: list[dict], *, kubelet: KubeletConfig | None = None,
+    def __init__(self, store: Store, nodes: list[dict[str, Any]], *, kubelet: KubeletConfig | None = None,
                  scheduler: bool = True, job_controller: bool = True, events: bool = True,
                  scoring: str = LEAST_ALLOCATED, job_workers: int = 5, failure_backoff_seconds: float = 0.0,
                  job_sync_batch_seconds: float = 0.05) -> None:
@@ -603,7 +603,7 @@ class SimulatedCluster:
                 # the kubelet posts its node status through the status subresource
                 self.store.patch("", "nodes", None, name, {"status": obj["status"]}, MERGE, subresource="status")
 
-    def _on_event(self, etype: str, info: ResourceInfo, obj: dict) -> None:
+    def _on_event(self, etype: str, info: ResourceInfo, obj: dict[str, Any]) -> None:
         key = (info.group, info.plural)
         if key == ("", "pods"):
             self._on_pod(etype, obj)
@@ -613,7 +613,7 @@ class SimulatedCluster:
         elif key == ("", "nodes"):
             self._on_node(etype, obj)
 
-    def _on_pod(self, etype: str, pod: dict) -> None:
+    def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
         if self._scheduler is not None:
             self._scheduler.on_pod(etype, pod)
         else:
@@ -631,7 +631,7 @@ class SimulatedCluster:
             elif kubelet.wants(pod):
                 self._kubelet_queue.add(_key(pod))
 
-    def _on_node(self, etype: str, node: dict) -> None:
+    def _on_node(self, etype: str, node: dict[str, Any]) -> None:
         if self._scheduler is not None:
             self._scheduler.on_node(etype, node)
         elif etype == "DELETED":
@@ -644,7 +644,7 @@ class SimulatedCluster:
                        if a.get("type") == "InternalIP"), None)
             self.kubelet.add_node(node["metadata"]["name"], ip)
 
-    def _kubelet_event(self, pod: dict, type_: str, reason: str, message: str) -> None:
+    def _kubelet_event(self, pod: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.emit("kubelet", pod, type_, reason, message)
 
     async def _kubelet_worker(self) -> None:

@@ -30,6 +30,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +121,10 @@ class JobActions:
     __slots__ = ("create", "delete", "events", "requeue_after", "status", "untrack")
 
     def __init__(self) -> None:
-        self.create: list[dict] = []
-        self.delete: list[dict] = []  # pods to delete (their finalizer is removed first)
-        self.untrack: list[dict] = []  # finished pods that were counted: remove the tracking finalizer
-        self.status: dict | None = None  # the new full status when it changed
+        self.create: list[dict[str, Any]] = []
+        self.delete: list[dict[str, Any]] = []  # pods to delete (their finalizer is removed first)
+        self.untrack: list[dict[str, Any]] = []  # finished pods that were counted: remove the tracking finalizer
+        self.status: dict[str, Any] | None = None  # the new full status when it changed
         self.requeue_after: float | None = None
         self.events: list[tuple[str, str, str]] = []  # (type, reason, message)
 
@@ -133,21 +134,21 @@ class JobActions:
                 f"status={self.status}, requeue_after={self.requeue_after})")
 
 
-def _cond(conds: list[dict], ctype: str) -> dict | None:
+def _cond(conds: list[dict[str, Any]], ctype: str) -> dict[str, Any] | None:
     for c in conds:
         if c.get("type") == ctype:
             return c
     return None
 
 
-def is_finished(job: dict) -> bool:
+def is_finished(job: dict[str, Any]) -> bool:
     for c in (job.get("status") or {}).get("conditions") or []:
         if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
             return True
     return False
 
 
-def _set_cond(conds: list[dict], ctype: str, status: str, reason: str, message: str, now: str,
+def _set_cond(conds: list[dict[str, Any]], ctype: str, status: str, reason: str, message: str, now: str,
               *, add_if_missing: bool = True) -> bool:
     c = _cond(conds, ctype)
     if c is None:
@@ -164,7 +165,7 @@ def _set_cond(conds: list[dict], ctype: str, status: str, reason: str, message: 
     return True
 
 
-def pod_index(pod: dict) -> int:
+def pod_index(pod: dict[str, Any]) -> int:
     meta = pod.get("metadata") or {}
     raw = (meta.get("annotations") or {}).get(COMPLETION_INDEX)
     if raw is None:
@@ -175,18 +176,19 @@ def pod_index(pod: dict) -> int:
         return -1
 
 
-def _phase(pod: dict) -> str:
+def _phase(pod: dict[str, Any]) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
 
 
-def _is_ready(pod: dict) -> bool:
+def _is_ready(pod: dict[str, Any]) -> bool:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
-            return c.get("status") == "True"
+            status: str | None = c.get("status")
+            return status == "True"
     return False
 
 
-def _restarts(pod: dict) -> int:
+def _restarts(pod: dict[str, Any]) -> int:
     st = pod.get("status") or {}
     total = 0
     for cs in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or []):
@@ -194,11 +196,11 @@ def _restarts(pod: dict) -> int:
     return total
 
 
-def _tracked(pod: dict) -> bool:
+def _tracked(pod: dict[str, Any]) -> bool:
     return TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or [])
 
 
-def _removal_key(pod: dict) -> tuple:
+def _removal_key(pod: dict[str, Any]) -> tuple[bool, int, bool, tuple[int, ...], int]:
     """Which active pods to delete first (like controller.ActivePods): unbound, pending, not ready, newest."""
     phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(_phase(pod), 0)
     created = (pod.get("metadata") or {}).get("creationTimestamp") or ""
@@ -206,11 +208,11 @@ def _removal_key(pod: dict) -> tuple:
             -pod_index(pod))
 
 
-def _neg(s: str) -> tuple:
+def _neg(s: str) -> tuple[int, ...]:
     return tuple(-ord(ch) for ch in s)
 
 
-def _int_field(spec: dict, field: str, job_name: str, default: int | None) -> int | None:
+def _int_field(spec: dict[str, Any], field: str, job_name: str, default: int | None) -> int | None:
     v = spec.get(field, default)
     if v is None:
         return None
@@ -219,11 +221,12 @@ def _int_field(spec: dict, field: str, job_name: str, default: int | None) -> in
     return v
 
 
-def job_parameters(job: dict) -> tuple[int, int | None, int, bool, str]:
+def job_parameters(job: dict[str, Any]) -> tuple[int, int | None, int, bool, str]:
     """(parallelism, completions or None, backoffLimit, indexed, restartPolicy), with the API server's defaults."""
     spec = job.get("spec") or {}
     name = (job.get("metadata") or {}).get("name", "")
     completions: int | None = 1
+    parallelism: int | None
     if spec.get("completions") is None and spec.get("parallelism") is None:
         parallelism = 1
     else:
@@ -244,21 +247,22 @@ def job_parameters(job: dict) -> tuple[int, int | None, int, bool, str]:
     return parallelism, completions, backoff, indexed, restart
 
 
-def owned_by(pod: dict, job_uid: str) -> bool:
+def owned_by(pod: dict[str, Any], job_uid: str) -> bool:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("uid") == job_uid and ref.get("controller"):
             return True
     return False
 
 
-def controller_owner(pod: dict) -> dict | None:
+def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
+    ref: dict[str, Any]
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return ref
     return None
 
 
-def make_pod(job: dict, index: int | None, suffix: str) -> dict:
+def make_pod(job: dict[str, Any], index: int | None, suffix: str) -> dict[str, Any]:
     """A pod from the Job's template, as the Job controller creates it."""
     meta = job["metadata"]
     name, uid, ns = meta["name"], meta.get("uid", ""), meta.get("namespace", "default")
@@ -281,7 +285,7 @@ def make_pod(job: dict, index: int | None, suffix: str) -> dict:
             for c in spec.get(key) or []:
                 env = [e for e in c.get("env") or [] if e.get("name") != COMPLETION_INDEX_ENV]
                 c["env"] = [*env, env_entry]
-    pod_meta: dict = {
+    pod_meta: dict[str, Any] = {
         "name": pod_name,
         "generateName": pod_name[: -len(suffix)],
         "namespace": ns,
@@ -295,7 +299,7 @@ def make_pod(job: dict, index: int | None, suffix: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
-def _latest_failure(pods: list[dict]) -> datetime | None:
+def _latest_failure(pods: list[dict[str, Any]]) -> datetime | None:
     latest: datetime | None = None
     for p in pods:
         if _phase(p) != "Failed":
@@ -308,8 +312,8 @@ def _latest_failure(pods: list[dict]) -> datetime | None:
     return latest
 
 
-def reconcile(job: dict, pods: list[dict], now: datetime, *, suffix: Callable[[str], str] | None = None,
-              failure_backoff_seconds: float = 0.0) -> JobActions:
+def reconcile(job: dict[str, Any], pods: list[dict[str, Any]], now: datetime, *,
+              suffix: Callable[[str], str] | None = None, failure_backoff_seconds: float = 0.0) -> JobActions:
     """Compare the observed Job and its pods and decide what to do. Pure: inputs are not modified.
 
     ``pods`` are the pods controlled by this Job (ownerReference with controller=true and the Job's uid); others
@@ -322,7 +326,7 @@ def reconcile(job: dict, pods: list[dict], now: datetime, *, suffix: Callable[[s
     pods = [p for p in pods if owned_by(p, uid)]
     old_status = (job.get("status") or {})
     status = copy.deepcopy(old_status)
-    conds: list[dict] = status.setdefault("conditions", [])
+    conds: list[dict[str, Any]] = status.setdefault("conditions", [])
     nows = fmt_time(now)
     gen_suffix = suffix or random_suffix
 
@@ -348,7 +352,7 @@ def reconcile(job: dict, pods: list[dict], now: datetime, *, suffix: Callable[[s
     completed = parse_indexes(status.get("completedIndexes")) if indexed else set()
     succeeded = int(status.get("succeeded") or 0)
     failed = int(status.get("failed") or 0)
-    active: list[dict] = []
+    active: list[dict[str, Any]] = []
     terminating = 0
     for p in pods:
         phase = _phase(p)
@@ -463,9 +467,10 @@ def reconcile(job: dict, pods: list[dict], now: datetime, *, suffix: Callable[[s
     return acts
 
 
-def _manage(job: dict, acts: JobActions, active: list[dict], pods: list[dict], now: datetime, parallelism: int,
-            completions: int | None, indexed: bool, succeeded: int, completed: set[int], failed: int,
-            failure_backoff_seconds: float, gen_suffix: Callable[[str], str]) -> list[dict]:
+def _manage(job: dict[str, Any], acts: JobActions, active: list[dict[str, Any]], pods: list[dict[str, Any]],
+            now: datetime, parallelism: int, completions: int | None, indexed: bool, succeeded: int,
+            completed: set[int], failed: int, failure_backoff_seconds: float,
+            gen_suffix: Callable[[str], str]) -> list[dict[str, Any]]:
     """Create or delete pods so that the right number are active; returns the pods that stay active."""
     uid = job["metadata"].get("uid", "")
     if completions is None:

@@ -63,7 +63,7 @@ class PodTiming:
         self.problems = problems  # annotation values that were ignored (for a warning event)
 
 
-def pod_timing(pod: dict, cfg: KubeletConfig) -> PodTiming:
+def pod_timing(pod: dict[str, Any], cfg: KubeletConfig) -> PodTiming:
     """Read the sandbox annotations; invalid values fall back to the defaults and are reported in ``problems``."""
     ann = (pod.get("metadata") or {}).get("annotations") or {}
     problems: list[str] = []
@@ -107,7 +107,7 @@ def fmt_time(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _container_id(pod: dict, name: str, restart: int) -> str:
+def _container_id(pod: dict[str, Any], name: str, restart: int) -> str:
     uid = (pod.get("metadata") or {}).get("uid", "")
     return "containerd://" + hashlib.sha256(f"{uid}/{name}/{restart}".encode()).hexdigest()
 
@@ -116,7 +116,7 @@ def _image_id(image: str) -> str:
     return f"{image}@sha256:" + hashlib.sha256(image.encode()).hexdigest()
 
 
-def _kept_conditions(pod: dict) -> list[dict]:
+def _kept_conditions(pod: dict[str, Any]) -> list[dict[str, Any]]:
     """Conditions the kubelet does not own (kept as they are), with PodScheduled made True."""
     out = []
     for c in (pod.get("status") or {}).get("conditions") or []:
@@ -129,19 +129,19 @@ def _kept_conditions(pod: dict) -> list[dict]:
             *out]
 
 
-def _cond(ctype: str, status: str, now: str, reason: str | None = None) -> dict:
+def _cond(ctype: str, status: str, now: str, reason: str | None = None) -> dict[str, Any]:
     c: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
     if reason:
         c["reason"] = reason
     return c
 
 
-def _init_statuses(pod: dict, started: str) -> list[dict]:
+def _init_statuses(pod: dict[str, Any], started: str) -> list[dict[str, Any]]:
     out = []
     for c in (pod.get("spec") or {}).get("initContainers") or []:
         name, image = c.get("name", ""), c.get("image", "")
         if c.get("restartPolicy") == "Always":  # sidecar: keeps running
-            state: dict = {"running": {"startedAt": started}}
+            state: dict[str, Any] = {"running": {"startedAt": started}}
             ready = True
         else:
             state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
@@ -153,7 +153,7 @@ def _init_statuses(pod: dict, started: str) -> list[dict]:
     return out
 
 
-def pending_status(pod: dict, host_ip: str, now: datetime) -> dict:
+def pending_status(pod: dict[str, Any], host_ip: str, now: datetime) -> dict[str, Any]:
     """Bound, containers being created (shown while the start delay runs)."""
     nows = fmt_time(now)
     containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "", "ready": False,
@@ -168,7 +168,7 @@ def pending_status(pod: dict, host_ip: str, now: datetime) -> dict:
     return status
 
 
-def running_status(pod: dict, host_ip: str, pod_ip: str, now: datetime) -> dict:
+def running_status(pod: dict[str, Any], host_ip: str, pod_ip: str, now: datetime) -> dict[str, Any]:
     """All containers running and ready."""
     nows = fmt_time(now)
     containers = []
@@ -188,14 +188,14 @@ def running_status(pod: dict, host_ip: str, pod_ip: str, now: datetime) -> dict:
     return status
 
 
-def _terminated(cs: dict, code: int, now: str, pod: dict) -> dict:
+def _terminated(cs: dict[str, Any], code: int, now: str, pod: dict[str, Any]) -> dict[str, Any]:
     started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or now
     reason = "Completed" if code == 0 else "Error"
     return {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now,
             "containerID": cs.get("containerID") or _container_id(pod, cs.get("name", ""), 0)}
 
 
-def finished_status(pod: dict, exit_code: int, now: datetime) -> dict:
+def finished_status(pod: dict[str, Any], exit_code: int, now: datetime) -> dict[str, Any]:
     """The containers exited with ``exit_code`` and will not restart: phase Succeeded (0) or Failed."""
     nows = fmt_time(now)
     status = dict(pod.get("status") or {})
@@ -222,7 +222,7 @@ def finished_status(pod: dict, exit_code: int, now: datetime) -> dict:
     return status
 
 
-def restarted_status(pod: dict, exit_code: int, now: datetime) -> dict:
+def restarted_status(pod: dict[str, Any], exit_code: int, now: datetime) -> dict[str, Any]:
     """The containers exited with ``exit_code`` and were restarted in place (restartCount + 1)."""
     nows = fmt_time(now)
     status = dict(pod.get("status") or {})
@@ -258,7 +258,7 @@ class Kubelet:
     """Runs the pods bound to the simulated nodes. ``sync(key)`` is called by the cluster's work queue."""
 
     def __init__(self, store: Any, node_names: list[str], config: KubeletConfig,
-                 enqueue: Callable[[str], None], emit_event: Callable[[dict, str, str, str], None]) -> None:
+                 enqueue: Callable[[str], None], emit_event: Callable[[dict[str, Any], str, str, str], None]) -> None:
         self.store = store
         self.config = config
         self.node_index = {n: i for i, n in enumerate(node_names)}
@@ -286,7 +286,7 @@ class Kubelet:
         idx = self.node_index.get(node, 0)
         return f"{self.config.pod_cidr}.{idx}.{(n - 1) % 253 + 2}"
 
-    def wants(self, pod: dict) -> bool:
+    def wants(self, pod: dict[str, Any]) -> bool:
         return (pod.get("spec") or {}).get("nodeName") in self.node_index
 
     def forget(self, key: str) -> None:
@@ -374,7 +374,7 @@ class Kubelet:
             return
         self._write(pod, finished_status(pod, timing.exit_code, wall))
 
-    def _running_for(self, pod: dict, wall: datetime) -> float:
+    def _running_for(self, pod: dict[str, Any], wall: datetime) -> float:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             started = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
             if started:
@@ -385,7 +385,7 @@ class Kubelet:
                 return max(0.0, (wall - t).total_seconds())
         return 0.0
 
-    def _sync_deleting(self, key: str, pod: dict, rec: _PodRecord, loop_now: float, wall: datetime,
+    def _sync_deleting(self, key: str, pod: dict[str, Any], rec: _PodRecord, loop_now: float, wall: datetime,
                        phase: str) -> None:
         meta = pod["metadata"]
         if rec.deleted:
@@ -414,7 +414,7 @@ class Kubelet:
             if exc.code != 404:
                 raise
 
-    def _write(self, pod: dict, status: dict) -> None:
+    def _write(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
         try:
             self.store.patch("", "pods", meta.get("namespace"), meta["name"], {"status": status}, MERGE,

@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Container
-from typing import Any
+from typing import Any, cast
 
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import bad_request, invalid
@@ -187,7 +187,7 @@ def owner_uids(obj: dict[str, Any] | None) -> tuple[str, ...]:
     refs = obj["metadata"].get("ownerReferences")
     if not refs:
         return ()
-    return tuple(r.get("uid") for r in refs if isinstance(r, dict) and r.get("uid"))
+    return tuple(cast(str, r.get("uid")) for r in refs if isinstance(r, dict) and r.get("uid"))
 
 
 # ---------------------------------------------------------------------------------------- checks

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from decimal import ROUND_CEILING, Decimal
+from typing import Any, cast
 
-from kubernetes.utils import parse_quantity
+from kubernetes.utils import parse_quantity as _untyped_parse_quantity
+
+parse_quantity = cast(Callable[[str], Decimal], _untyped_parse_quantity)
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +97,13 @@ def _split(text: str, sep: str) -> list[str]:
     return [p.strip() for p in text.split(sep)] if text.strip() else []
 
 
-def parse_node_spec(spec: str) -> list[dict]:
+def parse_node_spec(spec: str) -> list[dict[str, Any]]:
     """Parse a node spec into core/v1 Node objects (plain dicts, ready to be created in the Store)."""
     if not isinstance(spec, str) or not spec.strip():
         raise NodeSpecError("node spec is empty; expected e.g. " + DEFAULT_NODE_SPEC)
     compact = re.sub(r"\s+", "", spec)
     groups = re.split(r"[;+]", compact)
-    nodes: list[dict] = []
+    nodes: list[dict[str, Any]] = []
     counters: dict[str, int] = {}
     for gi, group in enumerate(groups, start=1):
         where = f"node spec group {gi} {group!r}"
@@ -194,7 +198,7 @@ def node_ip(i: int) -> str:
 
 
 def make_node(name: str, allocatable: dict[str, str], labels: dict[str, str], taints: list[dict[str, str]],
-              *, internal_ip: str | None = None) -> dict:
+              *, internal_ip: str | None = None) -> dict[str, Any]:
     """A Ready core/v1 Node object as a kubelet would register it (capacity == allocatable)."""
     node_labels = {
         "kubernetes.io/arch": "amd64",
@@ -203,7 +207,7 @@ def make_node(name: str, allocatable: dict[str, str], labels: dict[str, str], ta
         "node.kubernetes.io/instance-type": "sandbox",
     }
     node_labels.update(labels)
-    spec: dict = {}
+    spec: dict[str, Any] = {}
     if taints:
         spec["taints"] = [dict(t) for t in taints]
 

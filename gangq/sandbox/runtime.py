@@ -26,7 +26,7 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aiohttp import web
 
@@ -156,9 +156,10 @@ class SandboxServer:
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
         if self.port == 0:
-            server = site._server
+            # loop.create_server's server: typed AbstractServer, which does not declare .sockets
+            server = cast(asyncio.Server | None, site._server)
             assert server is not None
-            self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+            self.port = int(server.sockets[0].getsockname()[1])
         if self._cluster_wanted:
             from gangq.sandbox.cluster import SimulatedCluster
 

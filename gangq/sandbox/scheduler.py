@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
+from typing import Any, cast
 
-from kubernetes.utils import parse_quantity
+from kubernetes.utils import parse_quantity as _untyped_parse_quantity
+
+parse_quantity = cast(Callable[[str | int | float], Decimal], _untyped_parse_quantity)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ def _max_into(acc: dict[str, int], res: dict[str, int]) -> None:
             acc[k] = v
 
 
-def _container_requests(container: dict, where: str) -> dict[str, int]:
+def _container_requests(container: dict[str, Any], where: str) -> dict[str, int]:
     resources = container.get("resources") or {}
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
@@ -74,7 +77,7 @@ def _container_requests(container: dict, where: str) -> dict[str, int]:
     return out
 
 
-def pod_requests(pod: dict) -> dict[str, int]:
+def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
     """Effective requests (milli-units) = max(sum(containers) + sidecars, max(init container + earlier sidecars))
     + overhead, as kube-scheduler computes them."""
     spec = pod.get("spec") or {}
@@ -101,19 +104,19 @@ def pod_requests(pod: dict) -> dict[str, int]:
     return {k: v for k, v in total.items() if v > 0}
 
 
-def is_terminal(pod: dict) -> bool:
+def is_terminal(pod: dict[str, Any]) -> bool:
     return ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed")
 
 
-def is_gated(pod: dict) -> bool:
+def is_gated(pod: dict[str, Any]) -> bool:
     return bool((pod.get("spec") or {}).get("schedulingGates"))
 
 
-def responsible_for(pod: dict, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> bool:
+def responsible_for(pod: dict[str, Any], scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> bool:
     return ((pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME) == scheduler_name
 
 
-def needs_scheduling(pod: dict, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> bool:
+def needs_scheduling(pod: dict[str, Any], scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> bool:
     """Unbound, not being deleted, not terminal, and ours."""
     spec = pod.get("spec") or {}
     return (
@@ -124,7 +127,7 @@ def needs_scheduling(pod: dict, scheduler_name: str = DEFAULT_SCHEDULER_NAME) ->
     )
 
 
-def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
+def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> bool:
     for tol in tolerations:
         effect = tol.get("effect") or ""
         if effect and effect != taint.get("effect"):
@@ -139,7 +142,7 @@ def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
     return False
 
 
-def _expr_matches(expr: dict, value: str | None) -> bool:
+def _expr_matches(expr: dict[str, Any], value: str | None) -> bool:
     op = expr.get("operator")
     values = expr.get("values") or []
     if op == "In":
@@ -161,7 +164,7 @@ def _expr_matches(expr: dict, value: str | None) -> bool:
     return False
 
 
-def _term_matches(term: dict, labels: dict[str, str], node_name: str) -> bool:
+def _term_matches(term: dict[str, Any], labels: dict[str, str], node_name: str) -> bool:
     exprs = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not exprs and not fields:
@@ -176,7 +179,7 @@ def _term_matches(term: dict, labels: dict[str, str], node_name: str) -> bool:
     return True
 
 
-def node_affinity_matches(pod: dict, labels: dict[str, str], node_name: str) -> bool:
+def node_affinity_matches(pod: dict[str, Any], labels: dict[str, str], node_name: str) -> bool:
     spec = pod.get("spec") or {}
     for k, v in (spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
@@ -189,7 +192,7 @@ def node_affinity_matches(pod: dict, labels: dict[str, str], node_name: str) -> 
     return any(_term_matches(t, labels, node_name) for t in terms)
 
 
-def _natural_key(name: str) -> tuple:
+def _natural_key(name: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
@@ -199,20 +202,20 @@ class NodeState:
     __slots__ = ("allocatable", "labels", "max_pods", "name", "pod_count", "requested", "sort_key", "taints",
                  "unschedulable")
 
-    def __init__(self, node: dict) -> None:
+    def __init__(self, node: dict[str, Any]) -> None:
         self.name: str = node["metadata"]["name"]
         self.sort_key = _natural_key(self.name)
         self.requested: dict[str, int] = {}
         self.pod_count = 0
         self.update(node)
 
-    def update(self, node: dict) -> None:
+    def update(self, node: dict[str, Any]) -> None:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         self.labels: dict[str, str] = dict(meta.get("labels") or {})
         taints = spec.get("taints") or []
-        self.taints: list[dict] = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
+        self.taints: list[dict[str, Any]] = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
         self.unschedulable = bool(spec.get("unschedulable"))
         alloc = status.get("allocatable") or status.get("capacity") or {}
         self.allocatable: dict[str, int] = {}
@@ -223,7 +226,7 @@ class NodeState:
                 log.warning("node %s: ignoring allocatable %s=%r (not a quantity)", self.name, k, v)
         self.max_pods = self.allocatable.pop("pods", 110_000) // 1000
 
-    def filter(self, pod: dict, requests: dict[str, int]) -> list[str]:
+    def filter(self, pod: dict[str, Any], requests: dict[str, int]) -> list[str]:
         """Reasons this node cannot take the pod (empty list: it fits)."""
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         if self.unschedulable and not tolerates(tolerations, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}):
@@ -298,7 +301,7 @@ class SchedulerState:
         self._fail_cache: dict[str, tuple[int, str]] = {}
 
     # --- nodes
-    def upsert_node(self, node: dict) -> None:
+    def upsert_node(self, node: dict[str, Any]) -> None:
         self.version += 1
         name = node["metadata"]["name"]
         state = self.nodes.get(name)
@@ -317,7 +320,7 @@ class SchedulerState:
         self.nodes.pop(name, None)
 
     # --- pods
-    def update_pod(self, pod: dict) -> bool:
+    def update_pod(self, pod: dict[str, Any]) -> bool:
         """Account a pod change; True when resources were released (unschedulable pods should be retried)."""
         uid = (pod.get("metadata") or {}).get("uid") or _pod_key(pod)
         node_name: str = (pod.get("spec") or {}).get("nodeName") or ""
@@ -341,7 +344,7 @@ class SchedulerState:
                 state.pod_count += 1
         return False
 
-    def remove_pod(self, pod: dict) -> bool:
+    def remove_pod(self, pod: dict[str, Any]) -> bool:
         uid = (pod.get("metadata") or {}).get("uid") or _pod_key(pod)
         if uid in self._assigned:
             self._release(uid)
@@ -359,7 +362,7 @@ class SchedulerState:
         state.pod_count -= 1
 
     # --- scheduling
-    def schedule(self, pod: dict) -> ScheduleResult:
+    def schedule(self, pod: dict[str, Any]) -> ScheduleResult:
         """Pick a node for the pod (filters, then score; ties by natural node-name order). Does not assume it."""
         try:
             requests = pod_requests(pod)
@@ -391,6 +394,6 @@ class SchedulerState:
         return ScheduleResult(best.name, "")
 
 
-def _pod_key(pod: dict) -> str:
+def _pod_key(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"

@@ -644,9 +644,9 @@ class Store:
             ns = (namespace or "") if info.namespaced else ""
             if name not in self._data[info.key].get(ns, {}) and subresource is None:
                 body = dict(patch)
-                meta = dict(body.get("metadata") or {})
-                meta.setdefault("name", name)
-                body["metadata"] = meta
+                apply_meta = dict(body.get("metadata") or {})
+                apply_meta.setdefault("name", name)
+                body["metadata"] = apply_meta
                 return None, body
         old = self._entry(info, namespace, name)
         try:

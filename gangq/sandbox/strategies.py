@@ -18,7 +18,7 @@ it only matters to what a webhook is sent.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from gangq.sandbox import admission, schema
 from gangq.sandbox.builtin import ResourceInfo
@@ -510,7 +510,7 @@ def _validate_crd(ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any],
     if not isinstance(spec, dict):
         raise invalid(info, name, [("spec", "FieldValueRequired", "Required value")])
     group = spec.get("group")
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    names: dict[str, Any] = cast(dict[str, Any], spec.get("names")) if isinstance(spec.get("names"), dict) else {}
     if not group:
         causes.append(("spec.group", "FieldValueRequired", "Required value"))
     for f in ("plural", "kind"):
@@ -533,6 +533,7 @@ def _validate_crd(ctx: StrategyContext, info: ResourceInfo, obj: dict[str, Any],
     if causes:
         raise invalid(info, name, causes)
     if creating:
+        assert group  # a missing group is one of the causes raised above
         key = (group, names["plural"])
         if ctx.served_elsewhere(key, name):
             raise invalid(info, name, [("spec.names.plural", "FieldValueInvalid",
