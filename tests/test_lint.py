@@ -1,4 +1,4 @@
-"""The project's static checks are part of the test suite: ruff everywhere, mypy --strict on the core."""
+"""The project's static checks are part of the test suite: ruff everywhere, mypy --strict on all of gangq."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def test_ruff_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_mypy_strict_core() -> None:
-    result = _run(sys.executable, "-m", "mypy", "--strict", "gangq/core")
+def test_mypy_strict() -> None:
+    result = _run(sys.executable, "-m", "mypy", "--strict", "gangq")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
