@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -49,3 +50,56 @@ def test_the_controller_imports_nothing_of_the_lab() -> None:
     result = _run(sys.executable, "-c", check)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# What each part of gangq may import of the others (a module directly in gangq/ counts as a part).
+# The engine imports nothing of gangq; object models, kind descriptions and the reconciler's logic
+# never reach up into the controller; the lab (the emulator, the real control plane) is imported by
+# the controller only inside the functions that start a quick start (checked below).
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "api": {"core"},
+    "jobset": {"api", "core"},
+    "integrations": {"api", "core", "jobset"},
+    "observability": {"core"},
+    "sim": {"api", "core", "observability", "resources"},
+    "operator": {"api", "core", "integrations", "jobset", "observability", "resources", "gc_tuning", "quickstart",
+                 "sandbox", "controlplane"},
+    # `gangq sandbox up --control-plane real` starts the real control plane, which reuses the
+    # emulator's node specs, fault rules and free_port: the one cycle left between two lab packages
+    "sandbox": {"gc_tuning", "quickstart", "controlplane"},
+    "controlplane": {"resources", "sandbox"},
+    "resources": set(),
+    "gc_tuning": set(),
+    "quickstart": set(),
+}
+LAB = ("sandbox", "controlplane")
+
+
+def _gangq_imports(path: Path) -> list[tuple[str, bool]]:
+    """(the part of gangq imported, whether at module level) for every import in ``path``."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    out = []
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        out += [(n.split(".")[1], id(node) in top) for n in names if n.startswith("gangq.")]
+    return out
+
+
+def test_every_part_imports_only_the_layers_below_it() -> None:
+    offenders = []
+    for path in sorted((ROOT / "gangq").rglob("*.py")):
+        part = path.relative_to(ROOT / "gangq").parts[0].removesuffix(".py")
+        if part in ("cli", "__init__", "__main__", "_data"):
+            continue
+        assert part in LAYERS, f"gangq/{part} is in no layer of LAYERS: add it"
+        for imported, module_level in _gangq_imports(path):
+            if imported == part:
+                continue
+            if imported not in LAYERS[part]:
+                offenders.append(f"{path.relative_to(ROOT)} imports gangq.{imported}")
+            elif part == "operator" and imported in LAB and module_level:
+                offenders.append(f"{path.relative_to(ROOT)} imports gangq.{imported} at module level")
+    assert not offenders, offenders
