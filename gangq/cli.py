@@ -18,7 +18,8 @@ from gangq.operator.cli import run
 from gangq.sandbox.cli import sandbox_app
 from gangq.sim.cli import simulate
 
-app = typer.Typer(help="gangq: batch queueing and whole-gang admission for Kubernetes JobSets.", no_args_is_help=True)
+app = typer.Typer(help="gangq: batch queueing and whole-gang admission for Kubernetes batch workloads.",
+                  no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 app.command("run")(run)
 app.command("queue")(queue)
@@ -37,7 +38,7 @@ def main(
         False, "--version", callback=_print_version, is_eager=True, help="Print gangq's version and exit."
     ),
 ) -> None:
-    """gangq: batch queueing and whole-gang admission for Kubernetes JobSets."""
+    """gangq: batch queueing and whole-gang admission for Kubernetes batch workloads."""
 
 
 def _limit(value: int | None, resource: str) -> str:

@@ -58,19 +58,19 @@ def reactivate_hint(entry: Entry) -> str:
 
 
 FINISHED_REMEMBERED: Final = 200_000
-"""Uids of finished JobSets kept (oldest dropped first): a late event of a finished and forgotten
+"""Uids of finished queued objects kept (oldest dropped first): a late event of a finished and forgotten
 JobSet must not queue it again."""
 
 
 class Gangs:
-    """The queued JobSets (``state.entries``), the pods of each gang, and the priority classes a
+    """The queued objects (``state.entries``), the pods of each gang, and the priority classes a
     gang's priority is read from."""
 
     def __init__(self, state: ControllerState, writer: Writer, statuses: Statuses) -> None:
         self.state = state
         self.writer = writer
         self.statuses = statuses
-        self.finished: dict[str, None] = {}  # uids of finished JobSets already forgotten (FIFO)
+        self.finished: dict[str, None] = {}  # uids of finished objects already forgotten (FIFO)
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
         self.child_jobs: dict[str, set[str]] = {}  # JobSet gang key -> child Jobs neither suspended nor finished
         # Gangs held for arriving unsuspended whose pods had not shown yet: reported when one does.

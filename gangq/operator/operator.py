@@ -7,7 +7,7 @@
    likewise, with ``visibility.port`` set, the pending-workloads API (:mod:`gangq.operator.visibility`),
    which answers from the engine once this replica leads and has recovered;
 1. wait for the Lease (``leaderElection``; only the leader runs anything below);
-2. ``Controller.recover()``: list the queue objects, nodes, pods and JobSets, put admitted JobSets
+2. ``Controller.recover()``: list the queue configuration, nodes, pods and queued objects, put admitted ones
    back into the engine, queue the rest;
 3. start kopf through its embedding API (``kopf.operator``) with an ``OperatorRegistry`` that holds
    only ``@kopf.on.event`` handlers (no progress annotations, no finalizers: kopf writes nothing)

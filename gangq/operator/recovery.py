@@ -6,7 +6,7 @@ ClusterQueues (a 503 for a few seconds during a rollout) found every admitted Jo
 missing and suspended them: running training jobs stopped by a blip.
 
 List the queue objects, nodes, pods, the objects gangs are built from (a TrainJob's runtimes) and
-the queued kinds; put admitted JobSets back first with the admission recorded on them (nothing is
+the queued kinds; put admitted objects back first with the admission recorded on them (nothing is
 admitted twice, and no write is needed), and evicted ones whose pods still run with the admission
 their eviction record names (they hold it until the pods are gone, as without the restart);
 schedule again the ones whose recorded admission cannot be kept (and suspend those that no longer
@@ -215,7 +215,7 @@ async def crd_exists(state: ControllerState, group: str, plural: str) -> bool:
 
 
 async def resync_jobsets(state: ControllerState, forget: Callable[[str, dict[str, Any]], None]) -> None:
-    """After the watches started: forget queued objects (JobSets, Jobs) deleted between the
+    """After the watches started: forget queued objects of every kind deleted between the
     recovery list and kopf's own initial list (no DELETED event reaches us for them).
     ``forget(plural, obj)`` queues a DELETED event."""
     for kind in BY_PLURAL.values():

@@ -1,4 +1,4 @@
-"""What every part of the controller shares: the engine, the JobSets held, the client, the metrics.
+"""What every part of the controller shares: the engine, the queued objects held, the client, the metrics.
 
 Only the scheduling loop's task touches the engine and the entries (kopf's handlers and the write
 tasks report through the inbox), so nothing here is locked; :attr:`ControllerState.lock` is held
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class ControllerState:
     """The engine and what the controller holds beside it.
 
-    ``entries``: queued JobSets by key; ``rvs``: the resourceVersion last applied per
+    ``entries``: queued objects by key; ``rvs``: the resourceVersion last applied per
     ``(plural, key)`` (stale events are dropped); ``telemetry``: metrics and endpoints when
     observability is on (then the engine's ``schedule`` and ``finish`` go through it, timed and
     counted).

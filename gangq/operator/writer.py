@@ -1,10 +1,10 @@
-"""The controller's API writes: two lanes of tasks, and the patches of queued objects (JobSets,
-Jobs: :mod:`gangq.integrations`) and Events.
+"""The controller's API writes: two lanes of tasks, and the patches of queued objects (every kind
+of :mod:`gangq.integrations`) and Events.
 
-Writes run as tasks, ordered per key (a JobSet's eviction never overtakes its admission), in two
+Writes run as tasks, ordered per key (a gang's eviction never overtakes its admission), in two
 lanes so a burst of status writes never delays an admission or an eviction:
 
-- critical: JobSet admission and eviction patches, at most :data:`CRITICAL_IN_FLIGHT`;
+- critical: admission and eviction patches of queued objects, at most :data:`CRITICAL_IN_FLIGHT`;
 - background: everything else (Workload creates and status, Events), at most
   :data:`BACKGROUND_IN_FLIGHT`, and only while at most :data:`CRITICAL_QUIET` critical writes wait
   or are in flight (or after :data:`BACKGROUND_MAX_WAIT_SECONDS`): on a busy API server they would
@@ -62,7 +62,7 @@ READS_IN_FLIGHT: Final = 4
 QUEUES_IN_FLIGHT: Final = 4
 
 WRITTEN: Final = "_written"
-"""Outcome of a JobSet patch (``{"key", "object"?}``: the patched JobSet, absent when it is gone)."""
+"""Outcome of a queued object's patch (``{"key", "object"?}``: the patched object, absent when it is gone)."""
 ADMISSION_FAILED: Final = "_admission_failed"
 """An admission patch the API server refused (``{"key", "error"}``): the gang is requeued."""
 STOPPED_RETRY_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0, 30.0, 30.0, 30.0)
@@ -165,12 +165,12 @@ class Writer:
             await asyncio.wait(tasks, timeout=timeout)
 
     # ------------------------------------------------------------------------------------------
-    # JobSet patches
+    # patches of queued objects
     # ------------------------------------------------------------------------------------------
 
     def write_admission(self, entry: Entry, d: Admission) -> None:
-        """Unsuspend the JobSet with the flavors' node labels and tolerations and the recorded
-        admission; a JobSet changed meanwhile is re-read and patched once more. A kind admitted by
+        """Unsuspend the queued object with the flavors' node labels and tolerations and the recorded
+        admission; an object changed meanwhile is re-read and patched once more. A kind admitted by
         several patches of itself (a TrainJob: its flavors while suspended, then the unsuspension)
         has them written in order, each once the one before went through, all computed again from
         the re-read object on a conflict; a kind admitted through other objects (a pod group's
@@ -317,7 +317,7 @@ class Writer:
         self, entry: Entry, *, restore: bool, event: tuple[str, str] | None = None,
         eviction: tuple[str, str] | None = None,
     ) -> None:
-        """Suspend the JobSet; with ``restore`` also put back its pod templates and drop the recorded
+        """Suspend the queued object; with ``restore`` also put back its pod templates and drop the recorded
         admission (an eviction). ``event``: (reason, message) of the Event to post; an eviction
         (``restore``) records ``eviction`` or ``event`` — (reason, message) — in the annotation
         ``gangq.io/eviction`` in the same patch: the Event is a separate write that a crash
