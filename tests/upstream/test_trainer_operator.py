@@ -183,5 +183,10 @@ def test_a_deactivated_trainjob_stops_whole_frees_the_node_once_its_pods_are_gon
                 and OVERRIDES_ANNOTATION not in (obj["metadata"].get("annotations") or {}))
 
     wait_for(restored, 120, "the first TrainJob's podSpecOverrides as the user wrote them")
+    # the Workload's status is written in the background lane, after the writes that start and
+    # stop gangs (the second TrainJob's admission): it follows the restored object, not before it
+    wait_for(lambda: workloads(store)["trainjob-first"]["status"].get("admission") is None, 30,
+             "the first TrainJob's Workload without its admission")
     wl = workloads(store)["trainjob-first"]
-    assert wl["status"].get("admission") is None
+    assert any(c["type"] == "QuotaReserved" and c["status"] == "False" and c["reason"] == "Deactivated"
+               for c in wl["status"]["conditions"]), wl["status"]
