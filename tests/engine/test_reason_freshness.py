@@ -90,9 +90,9 @@ def test_the_reason_of_a_gang_held_behind_a_starving_head_does_not_change_with_t
 def test_a_gang_held_back_by_another_queues_head_is_retried_when_that_head_is_displaced() -> None:
     """b's g borrows 2 of a's GPUs, and a's starving head h holds it back. A gang of higher
     priority then takes h's place as a's head: h's reservation holds nothing back any more, and
-    n's (it has not waited) does not hold g. g used to keep waiting, its reason naming h, until
-    some unrelated change retried b; the displacement retries the other queues of the cohort, in
-    another cycle of the same scheduling call (within the cycle, h still held g back)."""
+    n's (it has not waited) does not hold g. The displacement retries the other queues of the
+    cohort, in another cycle of the same scheduling call (within the cycle, h still holds g back):
+    otherwise g would wait, its reason naming h, until some unrelated change retried b."""
     e = engine(EngineConfig(pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_queue(e, "a", [quota("a100", 64, 8)], cohort="pool")

@@ -976,9 +976,9 @@ def _claimants_that_do_not_fit_together(b_priority: int = 0) -> Engine:
 
 
 def test_two_claimants_whose_needs_do_not_fit_together_run_in_queue_order() -> None:
-    """When r ends, neither a1 nor b1 could be admitted leaving the other's need covered. They
-    used to wait for each other for good, on an idle cohort; now the older, a1, runs first (b1's
-    need is not kept free from it), and b1 follows when a1 ends."""
+    """When r ends, neither a1 nor b1 could be admitted leaving the other's need covered. Keeping
+    each one's need free from the other would make them wait for each other for good, on an idle
+    cohort: the older, a1, runs first (b1's need is not kept free from it), and b1 follows when a1 ends."""
     e = _claimants_that_do_not_fit_together()
     e.finish("ns/r", 10)
     decisions = e.schedule(10)
@@ -1022,8 +1022,8 @@ def test_a_starving_borrower_does_not_hold_back_the_lenders_gang_it_waits_for() 
     """s's sg starves waiting for CPUs (r uses them) and 4 GPUs that it must borrow from l. l's lg
     waits for 4 of l's own GPUs (c's r2 borrows 6) and claims them back; it borrows 1 CPU, so
     sg's reservation would hold it back once it fits. When r2 ends, lg fits: sg cannot be
-    admitted before it anyway (l's claim), so lg is admitted at once. It used to wait, with the
-    GPUs idle, until r ended and sg fit but for the claim; sg then followed lg."""
+    admitted before it anyway (l's claim), so lg is admitted at once, rather than waiting with
+    the GPUs idle until r ends and sg fits but for the claim; sg then follows lg."""
     e = _starving_borrower()
     e.submit(gang("lg", "l", 1, 4, cpu=2, t=2), 2)
     assert admitted(e.schedule(2)) == []
@@ -1081,8 +1081,8 @@ def test_a_head_whose_pods_never_fit_together_does_not_hold_its_queue() -> None:
 def test_a_gang_held_back_in_one_flavor_by_a_reservation_is_admitted_in_another() -> None:
     """c's head h starves waiting for 6 GPUs of flavor x. g, in queue a, would borrow 2 of x's
     GPUs, which delays h: held back there. In flavor y it fits a's own quota and delays nobody:
-    it is admitted there. The search used to stop at the first flavor a reservation held it back
-    in, and in random world 3 three heads then held each other on an idle cluster."""
+    it is admitted there. The search goes on past a flavor a reservation holds it back in:
+    stopping there let heads hold each other on an idle cluster (random world 3)."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 1)
     add_nodes(e, "y", 1)
@@ -1103,8 +1103,8 @@ def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_
     """a's starving head h (no runtime limits, so no reservation time) holds back b's g, which
     borrows 2 of a's GPUs. a's r then misses its pods-ready timeout and stops; h takes it as
     its victim. With r counted as released, h fits "now" and g does not delay it: g is
-    admitted in the same scheduling call. It used to wait until r's eviction was done (b was
-    not retried: only the queues that may preempt are, when a gang is evicted)."""
+    admitted in the same scheduling call, not after r's eviction is done (b is retried though it
+    may not preempt: retrying only the queues that may preempt, when a gang is evicted, missed it)."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=30, starvation_timeout=10))
     add_nodes(e, "a100", 2, gpu=8)
     add_queue(
@@ -1119,9 +1119,9 @@ def test_a_gang_held_back_by_a_starving_head_is_admitted_once_that_head_takes_a_
 def test_a_gang_held_back_in_one_flavor_and_short_of_nodes_in_another_is_retried_when_nodes_free() -> None:
     """b's g may borrow 2 of a's GPUs in flavor x, where a's starving head h holds it back, or
     use b's own quota in flavor y, whose node r2 and a pod gangq does not manage fill. When that
-    pod goes, g fits y and delays nobody: it is admitted at the next scheduling call. It used to
-    wait for h's admission (only the holder's admission or leave retried it; b's head b0 lacks
-    quota, and so does not wait for nodes)."""
+    pod goes, g fits y and delays nobody: it is admitted at the next scheduling call, not at
+    h's admission (the holder's admission or leave is not the only retry: b's head b0 lacks quota,
+    and so does not wait for nodes)."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None, starvation_timeout=10))
     add_nodes(e, "x", 1, gpu=8)
     add_nodes(e, "y", 1, gpu=24)
@@ -1186,9 +1186,9 @@ def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
     """q (nominal 4 GPUs) borrows 2 of lender l's; l's waiting head lh fits l's own quota and
     claims them back. q's p (priority 5) needs 4 GPUs and nothing is free: it must preempt.
     Preempting q's newest gang b1 alone would leave room for p only by borrowing what lh
-    claims, so p preempts b1 and lo, and fits q's own quota once they stop. It used to preempt
-    b1 alone, then wait behind the claim while lh took the room, and preempt again (in the
-    benchmark's preempting mode, victims were admitted again into such room at once)."""
+    claims, so p preempts b1 and lo, and fits q's own quota once they stop. Preempting b1
+    alone would make it wait behind the claim while lh takes the room, and preempt again (in the
+    benchmark's preempting mode, victims would be admitted again into such room at once)."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None))
     add_nodes(e, "a100", 4, gpu=8)
     add_lender_and_preempting_queue(e, "l", 8, "q", 4)
@@ -1209,9 +1209,9 @@ def test_a_preemptor_chooses_victims_that_make_room_no_lender_claims() -> None:
 def test_a_preemptor_whose_stopping_victims_no_longer_suffice_preempts_more_at_once() -> None:
     """q's p (priority 5, 6 GPUs) preempts v; q's b, which borrows 2 of o's GPUs, may stay. While
     v stops, o's x takes 2 GPUs of o's own quota: once v has stopped, 4 are free, too few for p.
-    p chooses b too, in the scheduling call that admits x. It used to wait for an unrelated
-    event (random worlds 143 and 258 with CPU-only gangs, where gangs behind the preemptor then
-    passed it)."""
+    p chooses b too, in the scheduling call that admits x, rather than waiting for an unrelated
+    event (random worlds 143 and 258 with CPU-only gangs, where gangs behind the preemptor would
+    pass it)."""
     e = engine(EngineConfig(preemption_delay=0, pods_ready_timeout=None))
     add_nodes(e, "a100", 2, gpu=8)
     add_lender_and_preempting_queue(e, "o", 4, "q", 4)
