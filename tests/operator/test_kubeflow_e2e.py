@@ -112,7 +112,13 @@ class FakeTrainingOperator:
                 continue
             self.started.setdefault(meta["name"], now)
             if not mine:
-                self._create_pods(job)
+                # The job as it is now, as the training operator sees it through its watch, not as
+                # this tick's list saw it: the list can be seconds old on a loaded machine, a view
+                # far staler than a watch-fed operator's.
+                with contextlib.suppress(ApiError):
+                    current = store.get(GROUP, PLURAL, "default", meta["name"])
+                    if current["metadata"]["uid"] == meta["uid"] and not kubeflow.suspended(current):
+                        self._create_pods(current)
             elif all(p["status"].get("phase") == "Succeeded" for p in mine):
                 self.finished[meta["name"]] = now
                 store.patch(GROUP, PLURAL, "default", meta["name"], {"status": {"conditions": [
