@@ -68,12 +68,13 @@ def gangq_run(kubeconfig: Path, config: dict[str, Any], workdir: Path, ready: Ca
         stop_process(proc)
 
 
-def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True) -> str:
+def kubectl(cp: ControlPlane, *args: str, who: str = "admin", input: Any = None, check: bool = True,
+            timeout: float = 60) -> str:
     """Run the pinned kubectl as ``who``; ``input`` (documents or text) goes to stdin."""
     text = input if input is None or isinstance(input, str) else yaml.safe_dump_all(list(input))
     done = subprocess.run(
         [str(cp.kubectl), f"--kubeconfig={cp.kubeconfig(who)}", *args],
-        input=text, capture_output=True, text=True, env={**os.environ, "KUBECONFIG": ""}, timeout=60,
+        input=text, capture_output=True, text=True, env={**os.environ, "KUBECONFIG": ""}, timeout=timeout,
     )
     if check and done.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")

@@ -164,7 +164,10 @@ def test_install_upgrade_rollback_uninstall(helm_control_plane: ControlPlane, he
     cp = helm_control_plane
     _namespace(cp)
     # A clean cluster: no gangq CRDs (the dry runs' are not the release's), no Prometheus Operator.
-    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true")
+    # Waiting for a dozen CRDs to be gone (the API server removes their objects first) can take
+    # longer than kubectl's usual minute on a loaded machine.
+    kubectl(cp, "delete", "crd", "-l", "app.kubernetes.io/part-of=gangq", "--ignore-not-found", "--wait=true",
+            timeout=240)
     kubectl(cp, "delete", "crd", *(f"{plural}.{group}" for group, _, plural in STAND_INS), "--ignore-not-found")
     values = {**RUNS, "quickStart": {"enabled": True}}
 
