@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta, conditions
+
 KIND: Final = "Job"
 GROUP: Final = "batch"
 VERSION: Final = "v1"
@@ -25,8 +27,8 @@ def job_key(namespace: str, name: str) -> str:
 def terminal_condition(obj: Mapping[str, Any], complete: str) -> str | None:
     """``Completed`` or ``Failed`` (the JobSet's words) once ``obj`` has a true ``complete`` or
     ``Failed`` condition, else None."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("status") == "True":
+    for cond in conditions(obj):
+        if cond.get("status") == "True":
             if cond.get("type") == complete:
                 return "Completed"
             if cond.get("type") == "Failed":
@@ -42,8 +44,7 @@ def job_terminal(job: Mapping[str, Any]) -> str | None:
 def owned_by_another_controller(job: Mapping[str, Any]) -> bool:
     """A Job another object controls (a JobSet's child Job, a CronJob's run …) is that object's
     to queue, not a gang of its own."""
-    refs = (job.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, dict) and r.get("controller") for r in refs)
+    return Meta(job).controller_reference is not None
 
 
 __all__ = [

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from gangq.api import queues
+from gangq.api.meta import Meta
 from gangq.core.errors import SpecError
 from gangq.core.model import ClusterQueueSpec, CohortSpec, FlavorSpec, LocalQueueSpec
 
@@ -54,8 +55,8 @@ def parse_queue_config(docs: list[dict[str, Any]], into: QueueConfig | None = No
     config = into or QueueConfig()
     for doc in docs:
         kind = str(doc.get("kind", ""))
-        meta = doc.get("metadata") or {}
-        name = str(meta.get("name", ""))
+        meta = Meta(doc)
+        name = meta.name
         api_version = doc.get("apiVersion", "")
         if not name:
             raise SpecError(kind or "object", "?", "metadata.name", "is required")
@@ -78,7 +79,7 @@ def parse_queue_config(docs: list[dict[str, Any]], into: QueueConfig | None = No
             _unique(config.cohorts, kind, name)
             config.cohorts[name] = queues.cohort(name, spec)
         elif kind == "LocalQueue":
-            namespace = str(meta.get("namespace") or "default")
+            namespace = meta.namespace_or_default
             lq = queues.local_queue(namespace, name, spec)
             _unique(config.local_queues, kind, lq.key)
             config.local_queues[lq.key] = lq

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Final
@@ -22,6 +21,7 @@ from gangq.api.jobset import (
     ReplicatedJob,
 )
 from gangq.api.jobset import Toleration as TolerationModel
+from gangq.api.meta import Meta, parse_timestamp
 from gangq.api.pods import FieldContext, exact_quantity, to_canonical
 from gangq.core.errors import SpecError
 from gangq.core.selectors import NodeAffinity, NodeSelectorRequirement, Toleration
@@ -86,9 +86,7 @@ def queue_name(obj: Mapping[str, Any] | JobSet) -> str | None:
     if isinstance(obj, JobSet):
         labels: Mapping[str, Any] = obj.metadata.labels or {}
     else:
-        meta = obj.get("metadata")
-        raw = meta.get("labels") if isinstance(meta, Mapping) else None
-        labels = raw if isinstance(raw, Mapping) else {}
+        labels = Meta(obj).labels
     for key in (QUEUE_LABEL, KUEUE_QUEUE_LABEL):
         value = labels.get(key)
         if isinstance(value, str) and value:
@@ -169,17 +167,6 @@ def parse_duration(text: str) -> float:
     if seconds > MAX_DURATION_SECONDS:
         raise ValueError(f"{text!r} is too long (at most {MAX_DURATION_SECONDS} seconds, Go's longest duration)")
     return float(seconds)
-
-
-def parse_timestamp(text: str) -> float:
-    """An RFC 3339 timestamp (``2026-11-22T23:00:00Z``) as epoch seconds. Raises ValueError."""
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError as err:
-        raise ValueError(f"{text!r} is not an RFC 3339 timestamp (e.g. 2026-11-22T23:00:00Z)") from err
-    if when.tzinfo is None or ("T" not in text.upper() and " " not in text):
-        raise ValueError(f"{text!r} is not an RFC 3339 timestamp with a time zone (e.g. 2026-11-22T23:00:00Z)")
-    return when.timestamp()
 
 
 # --- JobSet → gang ----------------------------------------------------------------------------

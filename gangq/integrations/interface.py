@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gangq.api.meta import Meta
 from gangq.core.decisions import Admission
 from gangq.core.model import FlavorSpec, WorkloadSpec
 from gangq.integrations import podsets
@@ -86,8 +87,8 @@ class WorkloadKind:
         return f"{namespace}/{self.plural}:{name}"
 
     def key_of(self, obj: Mapping[str, Any]) -> str:
-        meta = obj.get("metadata") or {}
-        return self.key(str(meta.get("namespace") or "default"), str(meta.get("name")))
+        meta = Meta(obj)
+        return self.key(meta.namespace_or_default, meta.name)
 
     def path(self, namespace: str, name: str) -> str:
         """The object's API path."""
@@ -102,7 +103,7 @@ class WorkloadKind:
 
     def workload_name_of(self, obj: Mapping[str, Any]) -> str:
         """The name of the object's Workload (:meth:`workload_name` of its name)."""
-        return self.workload_name(str((obj.get("metadata") or {}).get("name")))
+        return self.workload_name(Meta(obj).name)
 
     # --- what it is -----------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class WorkloadKind:
 
     def pod_query(self, obj: Mapping[str, Any]) -> dict[str, str]:
         """The list parameters that select the object's pods (its :meth:`pod_selector`)."""
-        return {"labelSelector": self.pod_selector(str((obj.get("metadata") or {}).get("name")))}
+        return {"labelSelector": self.pod_selector(Meta(obj).name)}
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
         """The gang key and pod set of a pod of this kind, or None for another kind's pod."""
@@ -236,6 +237,6 @@ class WorkloadKind:
 
     def owner_reference(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The controller ownerReference of the object's Workload: the object itself."""
-        meta = obj.get("metadata") or {}
-        return {"apiVersion": self.api_version, "kind": self.kind, "name": str(meta.get("name")),
-                "uid": str(meta.get("uid") or ""), "controller": True, "blockOwnerDeletion": True}
+        meta = Meta(obj)
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": meta.name,
+                "uid": meta.uid, "controller": True, "blockOwnerDeletion": True}

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangq.api import batchjob
+from gangq.api.meta import Meta
 from gangq.core.errors import SpecError
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.podsets import Patch, PodSet, object_name
@@ -74,11 +75,11 @@ class JobKind(WorkloadKind):
         return f"{batchjob.JOB_NAME_LABEL}={name}"
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        meta = pod.get("metadata") or {}
-        name = (meta.get("labels") or {}).get(batchjob.JOB_NAME_LABEL)
+        meta = Meta(pod)
+        name = meta.labels.get(batchjob.JOB_NAME_LABEL)
         if not name:
             return None
-        return self.key(str(meta.get("namespace") or "default"), str(name)), batchjob.POD_SET
+        return self.key(meta.namespace_or_default, str(name)), batchjob.POD_SET
 
 
 JOB = JobKind()

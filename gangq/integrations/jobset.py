@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangq.api.jobset import JobSet, effective_replicas, parse_jobset
+from gangq.api.meta import Meta, conditions
 from gangq.api.pods import FieldContext
 from gangq.api.workload import jobset_runtime_limit, pods_per_job
 from gangq.core.errors import SpecError
@@ -21,14 +22,6 @@ from gangq.integrations import podsets
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.podsets import PodSet, Resource
 from gangq.jobset import constants as js
-
-
-def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The object's controller ownerReference, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller"):
-            return ref
-    return None
 
 
 def jobset_pod_sets(obj: Mapping[str, Any] | JobSet) -> list[PodSet]:
@@ -89,8 +82,8 @@ class JobSetKind(WorkloadKind):
         return f"{namespace}/{name}"
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
-        ref = controller_ref(obj)
-        return ref is None or str(ref.get("kind")) not in self.controlled_by
+        ref = Meta(obj).controller_reference
+        return ref is None or ref.kind not in self.controlled_by
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSet]:
         return jobset_pod_sets(obj)
@@ -107,7 +100,7 @@ class JobSetKind(WorkloadKind):
     def terminal(self, obj: Mapping[str, Any]) -> str | None:
         status = obj.get("status") or {}
         terminal = (js.COND_COMPLETED, js.COND_FAILED)
-        for cond in status.get("conditions") or []:
+        for cond in conditions(obj):
             if cond.get("status") == "True" and cond.get("type") in terminal:
                 return str(cond["type"])
         state = status.get("terminalState")
@@ -121,12 +114,12 @@ class JobSetKind(WorkloadKind):
         return f"{js.JOBSET_NAME_KEY}={name}"
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
+        meta = Meta(pod)
+        labels = meta.labels
         name = labels.get(js.JOBSET_NAME_KEY)
         if not name:
             return None
-        return self.key(str(meta.get("namespace") or "default"), str(name)), labels.get(js.REPLICATED_JOB_NAME_KEY)
+        return self.key(meta.namespace_or_default, str(name)), labels.get(js.REPLICATED_JOB_NAME_KEY)
 
 
 JOBSET = JobSetKind()

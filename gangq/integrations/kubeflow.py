@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from gangq.api import kubeflow
+from gangq.api.meta import Meta
 from gangq.api.pods import FieldContext, exact_quantity, to_canonical
 from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, parse_min_member
 from gangq.core.errors import SpecError
@@ -92,7 +93,7 @@ class KubeflowJobKind(WorkloadKind):
         spec = podsets.to_workload(self.kind, obj, pod_sets, key=self.key_of(obj), priority_classes=priority_classes,
                                    workload_priority_classes=workload_priority_classes, default_queue=default_queue,
                                    sets_field=self.pod_sets_field)
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta(obj).annotations
         total = sum(ps.count for ps in pod_sets)
         if MIN_MEMBER_ANNOTATION not in annotations:
             min_available = self._min_available(obj, total)
@@ -142,13 +143,13 @@ class KubeflowJobKind(WorkloadKind):
         return f"{kubeflow.JOB_NAME_LABEL}={name}"
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
+        meta = Meta(pod)
+        labels = meta.labels
         name = labels.get(kubeflow.JOB_NAME_LABEL)
         if not name or _kind_of_pod(meta, labels) is not self.kf:
             return None
         rtype = labels.get(kubeflow.REPLICA_TYPE_LABEL)
-        return (self.key(str(meta.get("namespace") or "default"), str(name)),
+        return (self.key(meta.namespace_or_default, str(name)),
                 kubeflow.pod_set_name(str(rtype)) if rtype else None)
 
 
@@ -239,13 +240,13 @@ def _container_amounts(kind: str, name: str, field: str, pod_spec: Mapping[str, 
     return out
 
 
-def _kind_of_pod(meta: Mapping[str, Any], labels: Mapping[str, Any]) -> kubeflow.KubeflowKind | None:
+def _kind_of_pod(meta: Meta, labels: Mapping[str, Any]) -> kubeflow.KubeflowKind | None:
     """The Kubeflow kind of a pod labelled with a Kubeflow job's name: its controller owner's kind
     (the training operator creates pods itself), else its operator's label (an MPIJob's launcher
     runs in a Job of its own)."""
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") and str(ref.get("kind")) in _BY_KIND:
-            return _BY_KIND[str(ref.get("kind"))]
+    ref = meta.controller_reference
+    if ref is not None and ref.kind in _BY_KIND:
+        return _BY_KIND[ref.kind]
     return _BY_OPERATOR.get(str(labels.get(kubeflow.OPERATOR_NAME_LABEL)))
 
 

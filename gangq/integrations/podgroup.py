@@ -34,6 +34,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta
 from gangq.api.pods import FieldContext, exact_quantity, to_canonical
 from gangq.api.workload import ORIGINAL_SCHEDULING_ANNOTATION, queue_name
 from gangq.core.decisions import Admission
@@ -76,35 +77,24 @@ _CONTAINER_FIELDS: Final = ("resources", "restartPolicy")
 # --- pods --------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = _meta(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    ann = _meta(obj).get("annotations")
-    return ann if isinstance(ann, Mapping) else {}
 
 
-def _namespace(obj: Mapping[str, Any]) -> str:
-    return str(_meta(obj).get("namespace") or "default")
 
 
 def membership(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """The group a pod belongs to — ``(source, name)``: its PodGroup, its Kueue group, or itself
     when it only has a queue label — or None for a pod that is in no group."""
-    labels = _labels(pod)
+    labels = Meta(pod).labels
     for label, source in ((POD_GROUP_LABEL, SOURCE_PODGROUP), (KUEUE_GROUP_LABEL, SOURCE_GROUP)):
         value = labels.get(label)
         if isinstance(value, str) and value:
             return source, value
-    if queue_name(pod) is not None and _meta(pod).get("name"):
-        return SOURCE_POD, str(_meta(pod)["name"])
+    if queue_name(pod) is not None and Meta(pod).name:
+        return SOURCE_POD, Meta(pod).name
     return None
 
 
@@ -120,14 +110,14 @@ def terminal(pod: Mapping[str, Any]) -> bool:
 
 def live(pod: Mapping[str, Any]) -> bool:
     """Neither finished nor being deleted: a pod that counts in the group's gang."""
-    return not terminal(pod) and not _meta(pod).get("deletionTimestamp")
+    return not terminal(pod) and not Meta(pod).deleting
 
 
 def original_scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod's nodeSelector and tolerations before its admission (recorded on it then), else as
     they are."""
     spec = pod.get("spec") or {}
-    text = _annotations(pod).get(ORIGINAL_SCHEDULING_ANNOTATION)
+    text = Meta(pod).annotations.get(ORIGINAL_SCHEDULING_ANNOTATION)
     if isinstance(text, str):
         try:
             data = json.loads(text)
@@ -149,7 +139,7 @@ def role_template(pod: Mapping[str, Any]) -> dict[str, Any]:
             spec.pop(field, None)
         else:
             spec[field] = value
-    return {"metadata": {"name": str(_meta(pod).get("name"))}, "spec": spec}
+    return {"metadata": {"name": Meta(pod).name}, "spec": spec}
 
 
 def role(pod: Mapping[str, Any]) -> str:
@@ -166,15 +156,8 @@ def role(pod: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def _creation(obj: Mapping[str, Any]) -> str:
-    return str(_meta(obj).get("creationTimestamp") or "")
 
 
-def _rv(obj: Mapping[str, Any]) -> int:
-    try:
-        return int(_meta(obj).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 # --- the assembled group -----------------------------------------------------------------------
@@ -199,28 +182,28 @@ def assemble(src: str, namespace: str, name: str, podgroup: Mapping[str, Any] | 
     """The gang object of a group: the PodGroup's metadata, spec and status (a Kueue group's and a
     single pod's from its first pod), the admission recorded on its pods, and its pods and role
     under :data:`MEMBERS`. ``rv``: the newest resourceVersion of all of them."""
-    ordered = sorted(group_pods, key=lambda p: (_creation(p), str(_meta(p).get("name"))))
+    ordered = sorted(group_pods, key=lambda p: (Meta(p).creation_timestamp, Meta(p).name))
     first: Mapping[str, Any] = ordered[0] if ordered else {}
     base = podgroup if podgroup is not None else first
-    labels = dict(_labels(base))
+    labels = dict(Meta(base).labels)
     if podgroup is not None and queue_name(podgroup) is None and first:
-        labels.update({k: v for k, v in _labels(first).items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/"))})
-    annotations = {k: v for k, v in _annotations(base).items()
+        labels.update({k: v for k, v in Meta(first).labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/"))})
+    annotations = {k: v for k, v in Meta(base).annotations.items()
                    if k not in (ORIGINAL_SCHEDULING_ANNOTATION, ADMISSION_ANNOTATION)}
-    record = next((_annotations(p).get(ADMISSION_ANNOTATION) for p in ordered
-                   if not gated(p) and _annotations(p).get(ADMISSION_ANNOTATION)), None)
+    record = next((Meta(p).annotations.get(ADMISSION_ANNOTATION) for p in ordered
+                   if not gated(p) and Meta(p).annotations.get(ADMISSION_ANNOTATION)), None)
     if record is not None:
         annotations[ADMISSION_ANNOTATION] = record
     uid = ""
     if podgroup is not None:
-        uid = str(_meta(podgroup).get("uid") or "")
+        uid = Meta(podgroup).uid
     elif src == SOURCE_POD and first:
-        uid = str(_meta(first).get("uid") or "")
+        uid = Meta(first).uid
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": str(rv),
-                            "creationTimestamp": _creation(base) or None, "labels": labels,
+                            "creationTimestamp": Meta(base).creation_timestamp or None, "labels": labels,
                             "annotations": annotations}
-    if podgroup is not None and _meta(podgroup).get("ownerReferences"):
-        meta["ownerReferences"] = copy.deepcopy(_meta(podgroup)["ownerReferences"])
+    if podgroup is not None and Meta(podgroup).raw.get("ownerReferences"):
+        meta["ownerReferences"] = copy.deepcopy(Meta(podgroup).raw["ownerReferences"])
     out: dict[str, Any] = {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta,
         "spec": copy.deepcopy(dict((podgroup or {}).get("spec") or {})),
@@ -276,16 +259,17 @@ class PodGroups:
     def podgroup_event(self, event_type: str, obj: Mapping[str, Any]) -> Event | None:
         """A PodGroup's event. An assembled group of another source (a Kueue group's, a single
         pod's, as the controller forgets one) is not a PodGroup's and changes nothing."""
-        name = str(_meta(obj).get("name") or "")
+        meta = Meta(obj)
+        name = meta.name
         if not name or source(obj) != SOURCE_PODGROUP:
             return None
-        key = PODGROUP.key(_namespace(obj), name)
+        key = PODGROUP.key(meta.namespace_or_default, name)
         g = self._groups.get(key)
         if g is None:
             if event_type == "DELETED":
                 return None
-            g = self._groups[key] = _Group(SOURCE_PODGROUP, _namespace(obj), name)
-        g.rv = max(g.rv, _rv(obj))
+            g = self._groups[key] = _Group(SOURCE_PODGROUP, meta.namespace_or_default, name)
+        g.rv = max(g.rv, meta.resource_version)
         if event_type == "DELETED":
             g.podgroup = None
             out = self._emit(g, deleted=True)
@@ -301,18 +285,20 @@ class PodGroups:
         if member is None:
             return None
         src, name = member
-        namespace = _namespace(pod)
+        meta = Meta(pod)
+        namespace = meta.namespace_or_default
         key = PODGROUP.key_for(src, namespace, name)
         g = self._groups.get(key)
-        pod_name = str(_meta(pod).get("name"))
+        pod_name = meta.name
         if g is None:
             if event_type == "DELETED":
                 return None
             g = self._groups[key] = _Group(src, namespace, name)
         known = g.pods.get(pod_name)
-        if event_type != "DELETED" and known is not None and _rv(pod) < _rv(known):
+        rv = meta.resource_version
+        if event_type != "DELETED" and known is not None and rv < Meta(known).resource_version:
             return None  # older than what is known (a patch's answer came before its watch event)
-        g.rv = max(g.rv, _rv(pod))
+        g.rv = max(g.rv, rv)
         if event_type == "DELETED":
             g.pods.pop(pod_name, None)
         else:
@@ -353,7 +339,7 @@ class PodGroups:
 
 def _total_count(group_pods: Iterable[Mapping[str, Any]]) -> int | None:
     for pod in group_pods:
-        text = _annotations(pod).get(KUEUE_TOTAL_ANNOTATION)
+        text = Meta(pod).annotations.get(KUEUE_TOTAL_ANNOTATION)
         if isinstance(text, str) and text.strip().isdigit():
             return int(text.strip())
     return None
@@ -414,11 +400,13 @@ class PodGroupKind(WorkloadKind):
         return f"{namespace}/{self._KEY_PLURALS[src]}:{name}"
 
     def key_of(self, obj: Mapping[str, Any]) -> str:
-        return self.key_for(source(obj), _namespace(obj), str(_meta(obj).get("name")))
+        meta = Meta(obj)
+        return self.key_for(source(obj), meta.namespace_or_default, meta.name)
 
     def workload_name_of(self, obj: Mapping[str, Any]) -> str:
-        full = f"{self._PREFIXES[source(obj)]}{_meta(obj).get('name')}"
-        return full if len(full) <= 253 else self.workload_name(str(_meta(obj).get("name")))
+        name = Meta(obj).name
+        full = f"{self._PREFIXES[source(obj)]}{name}"
+        return full if len(full) <= 253 else self.workload_name(name)
 
     def owner_reference(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A PodGroup's Workload is the PodGroup's; a single pod's, the pod's; a Kueue group's, its
@@ -426,14 +414,11 @@ class PodGroupKind(WorkloadKind):
         if source(obj) == SOURCE_PODGROUP:
             return super().owner_reference(obj)
         first = next(iter(pods(obj)), {})
-        return {"apiVersion": "v1", "kind": "Pod", "name": str(_meta(first).get("name")),
-                "uid": str(_meta(first).get("uid") or ""), "controller": True, "blockOwnerDeletion": True}
+        return {"apiVersion": "v1", "kind": "Pod", "name": Meta(first).name,
+                "uid": Meta(first).uid, "controller": True, "blockOwnerDeletion": True}
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
-        for ref in _meta(obj).get("ownerReferences") or []:
-            if isinstance(ref, Mapping) and ref.get("controller") and str(ref.get("kind")) in self.controlled_by:
-                return False
-        return True
+        return not any(r.controller and r.kind in self.controlled_by for r in Meta(obj).owner_references)
 
     # --- the gang -------------------------------------------------------------------------
 
@@ -450,7 +435,7 @@ class PodGroupKind(WorkloadKind):
                 counts[r] = counts.get(r, 0) + 1
         single = source(obj) == SOURCE_POD
         return [PodSet(SINGLE_POD_SET if single else r, counts[r], (MEMBERS, "pods", i),
-                       f"pods[{_meta(group_pods[i]).get('name')}]") for r, i in first.items()]
+                       f"pods[{Meta(group_pods[i]).name}]") for r, i in first.items()]
 
     def pod_set_names(self, obj: Mapping[str, Any]) -> list[str]:
         return [ps.name for ps in self.pod_sets(obj)] or [SINGLE_POD_SET]
@@ -524,7 +509,7 @@ class PodGroupKind(WorkloadKind):
         return f"{POD_GROUP_LABEL}={name}"
 
     def pod_query(self, obj: Mapping[str, Any]) -> dict[str, str]:
-        name = str(_meta(obj).get("name"))
+        name = Meta(obj).name
         src = source(obj)
         if src == SOURCE_PODGROUP:
             return {"labelSelector": f"{POD_GROUP_LABEL}={name}"}
@@ -537,7 +522,8 @@ class PodGroupKind(WorkloadKind):
         if member is None:
             return None
         src, name = member
-        return self.key_for(src, _namespace(pod), name), SINGLE_POD_SET if src == SOURCE_POD else role(pod)
+        pod_set = SINGLE_POD_SET if src == SOURCE_POD else role(pod)
+        return self.key_for(src, Meta(pod).namespace_or_default, name), pod_set
 
     # --- the writes -----------------------------------------------------------------------
 
@@ -565,8 +551,8 @@ class PodGroupKind(WorkloadKind):
         for pod in pods(obj):
             if not live(pod) or not gated(pod):
                 continue
-            meta = _meta(pod)
-            pod_name = str(meta.get("name"))
+            meta = Meta(pod)
+            pod_name = meta.name
             set_name = SINGLE_POD_SET if single else role(pod)
             ps = assigned.get(set_name)
             if ps is None:
@@ -578,21 +564,21 @@ class PodGroupKind(WorkloadKind):
             spec = pod.get("spec") or {}
             gates = list(spec.get("schedulingGates") or [])
             index = next(i for i, g in enumerate(gates) if isinstance(g, Mapping) and g.get("name") == GATE)
-            ops: Patch = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+            ops: Patch = [{"op": "test", "path": "/metadata/uid", "value": meta.raw.get("uid")},
                           {"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]}]
             if selector != (spec.get("nodeSelector") or {}):
                 ops.append({"op": "add", "path": "/spec/nodeSelector", "value": selector})
             if tols != (spec.get("tolerations") or []):
                 ops.append({"op": "add", "path": "/spec/tolerations", "value": tols})
             original = json.dumps(before, sort_keys=True, separators=(",", ":"))
-            if not isinstance(meta.get("annotations"), Mapping):
+            if not isinstance(meta.raw.get("annotations"), Mapping):
                 ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
             ops.append({"op": "add", "path": pointer(("metadata", "annotations", ORIGINAL_SCHEDULING_ANNOTATION)),
                         "value": original})
             ops.append({"op": "add", "path": pointer(("metadata", "annotations", ADMISSION_ANNOTATION)),
                         "value": record})
             ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
-            writes.append(ObjectWrite(pod_path(_namespace(pod), pod_name), ops, str(meta.get("uid") or "")))
+            writes.append(ObjectWrite(pod_path(meta.namespace_or_default, pod_name), ops, meta.uid))
         return writes
 
     def release_writes(self, obj: Mapping[str, Any]) -> list[ObjectWrite]:
@@ -602,31 +588,30 @@ class PodGroupKind(WorkloadKind):
         queued (it may not exist yet, and carries the queue label, not they); a PodGroup without a
         queue label (and no default queue in its namespace) must not keep them from scheduling.
         None while a PodGroup's pods wait for their PodGroup, as coscheduling's wait."""
-        if source(obj) == SOURCE_PODGROUP and not _meta(obj).get("uid"):
+        if source(obj) == SOURCE_PODGROUP and not Meta(obj).uid:
             return []
         writes: list[ObjectWrite] = []
         for pod in pods(obj):
             if not live(pod) or not gated(pod):
                 continue
-            meta = _meta(pod)
+            meta = Meta(pod)
             gates = list((pod.get("spec") or {}).get("schedulingGates") or [])
             index = next(i for i, g in enumerate(gates) if isinstance(g, Mapping) and g.get("name") == GATE)
-            ops: Patch = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+            ops: Patch = [{"op": "test", "path": "/metadata/uid", "value": meta.raw.get("uid")},
                           {"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]},
                           {"op": "remove", "path": f"/spec/schedulingGates/{index}"}]
-            writes.append(ObjectWrite(pod_path(_namespace(pod), str(meta.get("name"))), ops,
-                                      str(meta.get("uid") or "")))
+            writes.append(ObjectWrite(pod_path(meta.namespace_or_default, meta.name), ops, meta.uid))
         return writes
 
     def eviction_writes(self, obj: Mapping[str, Any]) -> list[ObjectWrite]:
         """The deletion of every ungated pod that is neither finished nor being deleted (a pod's
         gate cannot come back; gated pods have not run and stay for the next admission)."""
-        return [ObjectWrite(pod_path(_namespace(p), str(_meta(p).get("name"))), None, str(_meta(p).get("uid") or ""))
+        return [ObjectWrite(pod_path(Meta(p).namespace_or_default, Meta(p).name), None, Meta(p).uid)
                 for p in pods(obj) if live(p) and not gated(p)]
 
     def status_writes(self, obj: Mapping[str, Any]) -> list[ObjectWrite]:
         """A PodGroup's status as coscheduling's controller keeps it, when it differs."""
-        if source(obj) != SOURCE_PODGROUP or not _meta(obj).get("uid"):
+        if source(obj) != SOURCE_PODGROUP or not Meta(obj).uid:
             return []
         want = podgroup_status(obj)
         current = obj.get("status") or {}
@@ -635,10 +620,10 @@ class PodGroupKind(WorkloadKind):
             return []
         if not isinstance(obj.get("status"), Mapping):
             ops.insert(0, {"op": "add", "path": "/status", "value": {}})
-        meta = _meta(obj)
-        return [ObjectWrite(PODGROUP.path(_namespace(obj), str(meta.get("name"))),
-                            [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")}, *ops],
-                            str(meta.get("uid") or ""), "status")]
+        meta = Meta(obj)
+        return [ObjectWrite(PODGROUP.path(meta.namespace_or_default, meta.name),
+                            [{"op": "test", "path": "/metadata/uid", "value": meta.raw.get("uid")}, *ops],
+                            meta.uid, "status")]
 
 
 def pod_path(namespace: str, name: str) -> str:
@@ -681,8 +666,8 @@ def podgroup_status(obj: Mapping[str, Any]) -> dict[str, Any]:
         phase = "Finished"
     status: dict[str, Any] = {"phase": phase, "scheduled": scheduled, "running": running,
                               "succeeded": succeeded, "failed": failed}
-    owners = sorted({f"{_namespace(p)}/{r.get('name')}" for p in group_pods
-                     for r in _meta(p).get("ownerReferences") or [] if isinstance(r, Mapping)})
+    owners = sorted({f"{Meta(p).namespace_or_default}/{r.name}" for p in group_pods
+                     for r in Meta(p).owner_references})
     if owners:
         status["occupiedBy"] = ",".join(owners)
     return status

@@ -33,6 +33,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from gangq.api.jobset import PodSpec, PodTemplateSpec, plain_json, spec_error
+from gangq.api.meta import Meta, object_name
 from gangq.api.pods import FieldContext, pod_requests
 from gangq.api.workload import (
     KUEUE_PRIORITY_CLASS_LABEL,
@@ -102,20 +103,14 @@ def signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of an object its gang is built from besides its spec: its generation, gangq's and
     Kueue's labels and the gang annotations. A change resubmits the gang; its status and gangq's
     own patches do not change it."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    ann = meta.get("annotations") or {}
+    meta = Meta(obj)
+    labels = meta.labels
+    ann = meta.annotations
     return (
-        meta.get("generation"),
+        meta.generation,
         tuple(sorted((k, v) for k, v in labels.items() if k.startswith(("gangq.io/", "kueue.x-k8s.io/")))),
         tuple(sorted((k, v) for k, v in ann.items() if k in _GANG_ANNOTATIONS)),
     )
-
-
-def object_name(obj: Mapping[str, Any]) -> str:
-    """``namespace/name`` of an object, for errors."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
 
 
 def get(doc: Any, path: JsonPath) -> Any:
@@ -168,8 +163,8 @@ def to_workload(
     is the engine's key of it. Raises :class:`NotQueuedError` without a queue label (and no
     ``default_queue``), :class:`SpecError` for anything malformed."""
     name = object_name(obj)
-    meta = obj.get("metadata") or {}
-    if not meta.get("name"):
+    meta = Meta(obj)
+    if not meta.name:
         raise SpecError(kind, name, "metadata.name", "is required")
     queue = queue_name(obj) or default_queue
     if queue is None:
@@ -194,8 +189,7 @@ def to_workload(
     total = sum(ps.count for ps in pod_sets)
     if total == 0:
         raise SpecError(kind, name, sets_field, "the gang has no pods (every pod set runs 0 pods)")
-    raw_annotations = meta.get("annotations")
-    annotations: Mapping[str, Any] = raw_annotations if isinstance(raw_annotations, Mapping) else {}
+    annotations = meta.annotations
     min_member: int | None = None
     if MIN_MEMBER_ANNOTATION in annotations:
         min_member = parse_min_member(kind, name, str(annotations[MIN_MEMBER_ANNOTATION]), total)
@@ -214,23 +208,22 @@ def to_workload(
         except ValueError as err:
             raise SpecError(kind, name, f"metadata.annotations[{RUNTIME_LIMIT_ANNOTATION}]", str(err)) from err
     creation_time = 0.0
-    if meta.get("creationTimestamp"):
+    if meta.creation_timestamp:
         try:
-            creation_time = parse_timestamp(str(meta["creationTimestamp"]))
+            creation_time = parse_timestamp(meta.creation_timestamp)
         except ValueError as err:
             raise SpecError(kind, name, "metadata.creationTimestamp", str(err)) from err
-    priority, priority_class = _priority(kind, name, meta, pod_sets, pods, priority_classes or {},
+    priority, priority_class = _priority(kind, name, meta.labels, pod_sets, pods, priority_classes or {},
                                          workload_priority_classes or {})
-    spec = WorkloadSpec(key, str(meta.get("namespace") or "default"), queue, specs, priority=priority,
+    spec = WorkloadSpec(key, meta.namespace_or_default, queue, specs, priority=priority,
                         creation_time=creation_time, min_member=min_member, min_resources=min_resources,
                         runtime_limit=runtime_limit, priority_class=priority_class)
     spec.validate()
     return spec
 
 
-def _priority(kind: str, name: str, meta: Mapping[str, Any], pod_sets: Sequence[PodSet], pods: Sequence[PodSpec],
+def _priority(kind: str, name: str, labels: Mapping[str, Any], pod_sets: Sequence[PodSet], pods: Sequence[PodSpec],
               priority_classes: Mapping[str, int], workload_priority_classes: Mapping[str, int]) -> tuple[int, str]:
-    labels = meta.get("labels") or {}
     for label in (PRIORITY_CLASS_LABEL, KUEUE_PRIORITY_CLASS_LABEL):
         value = labels.get(label)
         if value:
@@ -273,7 +266,7 @@ def toleration_identity(t: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
 def recorded_originals(kind: str, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
     """Per pod set, the nodeSelector and tolerations its template had before admission (annotation
     ``gangq.io/original-pod-scheduling``), or None when nothing is recorded."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ORIGINAL_SCHEDULING_ANNOTATION)
+    text = Meta(obj).annotations.get(ORIGINAL_SCHEDULING_ANNOTATION)
     if text is None:
         return None
     field = f"metadata.annotations[{ORIGINAL_SCHEDULING_ANNOTATION}]"
@@ -310,7 +303,7 @@ def _field_ops(obj: Mapping[str, Any], ps: PodSet, field: str, value: Any, ops: 
 
 
 def _annotation_ops(obj: Mapping[str, Any], value: str | None) -> Patch:
-    annotations = (obj.get("metadata") or {}).get("annotations")
+    annotations = Meta(obj).raw.get("annotations")  # absent and empty patch differently
     current = annotations.get(ORIGINAL_SCHEDULING_ANNOTATION) if isinstance(annotations, Mapping) else None
     if current == value:
         return []

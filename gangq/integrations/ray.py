@@ -46,12 +46,12 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec, WorkloadSpec
 from gangq.integrations import podsets
 from gangq.integrations.interface import WorkloadKind
-from gangq.integrations.jobset import controller_ref
 from gangq.integrations.podsets import JsonPath, Patch, PodSet, object_name, pointer
 
 GROUP: Final = "ray.io"
@@ -156,7 +156,7 @@ def check_cluster_spec(kind: str, obj: Mapping[str, Any], spec_path: JsonPath, f
            "deleted, whose pod no quota would account for")
     if spec.get("gcsFaultToleranceOptions") is not None:
         raise SpecError(kind, object_name(obj), f"{field}.gcsFaultToleranceOptions", why)
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = Meta(obj).annotations
     if str(annotations.get(FT_ENABLED_ANNOTATION, "")).lower() == "true":
         raise SpecError(kind, object_name(obj), f"metadata.annotations[{FT_ENABLED_ANNOTATION}]",
                         f"(GCS fault tolerance) {why}")
@@ -220,8 +220,8 @@ class RayClusterKind(WorkloadKind):
             "on its own; refuses `enableInTreeAutoscaling`")
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
-        ref = controller_ref(obj)
-        return ref is None or ref.get("kind") != RAYJOB_KIND or not str(ref.get("apiVersion", "")).startswith(GROUP)
+        ref = Meta(obj).controller_reference
+        return ref is None or ref.kind != RAYJOB_KIND or not ref.api_version.startswith(GROUP)
 
     def pod_sets(self, obj: Mapping[str, Any]) -> list[PodSet]:
         return cluster_pod_sets(self.kind, obj, ("spec",), "spec")
@@ -242,12 +242,12 @@ class RayClusterKind(WorkloadKind):
         return f"{CLUSTER_LABEL}={name}"
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
+        meta = Meta(pod)
+        labels = meta.labels
         cluster = labels.get(CLUSTER_LABEL)
         if not cluster or labels.get(RAYJOB_LABEL):
             return None
-        return self.key(str(meta.get("namespace") or "default"), str(cluster)), _pod_set_of(labels)
+        return self.key(meta.namespace_or_default, str(cluster)), _pod_set_of(labels)
 
 
 RAYJOB_KIND: Final = "RayJob"
@@ -286,7 +286,7 @@ def default_submitter_container(obj: Mapping[str, Any]) -> dict[str, Any]:
 def default_submitter_template(obj: Mapping[str, Any]) -> dict[str, Any]:
     """KubeRay's default submitter pod template (``GetSubmitterTemplate``), labelled with the
     RayJob and marked as written out by gangq (an eviction takes it out again)."""
-    name = str((obj.get("metadata") or {}).get("name") or "")
+    name = Meta(obj).name
     return {"metadata": {"labels": {RAYJOB_LABEL: name}, "annotations": {DEFAULT_SUBMITTER_ANNOTATION: "true"}},
             "spec": {"containers": [default_submitter_container(obj)], "restartPolicy": "Never"}}
 
@@ -388,15 +388,15 @@ class RayJobKind(WorkloadKind):
         return f"{RAYJOB_LABEL}={name}"
 
     def pod_owner(self, pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
+        meta = Meta(pod)
+        labels = meta.labels
         name = labels.get(RAYJOB_LABEL)
         if not name:
             return None
         pod_set = _pod_set_of(labels)
         if pod_set is None and not labels.get(NODE_TYPE_LABEL):
             pod_set = SUBMITTER  # the submitter Job's pod: no Ray label
-        return self.key(str(meta.get("namespace") or "default"), str(name)), pod_set
+        return self.key(meta.namespace_or_default, str(name)), pod_set
 
     def admission_ops(self, obj: Mapping[str, Any], admission: Admission,
                       flavors: Mapping[str, FlavorSpec]) -> Patch:
@@ -412,7 +412,7 @@ class RayJobKind(WorkloadKind):
             view = {**obj, "spec": {**spec, "submitterPodTemplate": template}}
         pod_sets = self.pod_sets(view)
         ops += podsets.admission_ops(self.kind, view, pod_sets, admission, flavors)
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        name = Meta(obj).name
         for ps in pod_sets:
             labels = _add_label_ops(view, ps, RAYJOB_LABEL, name)
             if labels and ps.guard is not None:

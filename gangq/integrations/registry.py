@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta
 from gangq.api.workload import queue_name
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
-from gangq.integrations.jobset import JOBSET, controller_ref
+from gangq.integrations.jobset import JOBSET
 from gangq.integrations.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
 from gangq.integrations.podgroup import PODGROUP
 from gangq.integrations.podsets import Resource
@@ -60,21 +61,22 @@ def pod_gang(pod: Mapping[str, Any]) -> tuple[str, str | None] | None:
 
 def child_of_jobset(job: Mapping[str, Any]) -> str | None:
     """The gang key of the JobSet a Job belongs to (its controller ownerReference), or None."""
-    ref = controller_ref(job)
-    if ref is None or ref.get("kind") != JOBSET.kind or not ref.get("name"):
+    meta = Meta(job)
+    ref = meta.controller_reference
+    if ref is None or ref.kind != JOBSET.kind or not ref.name:
         return None
-    return JOBSET.key(str((job.get("metadata") or {}).get("namespace") or "default"), str(ref["name"]))
+    return JOBSET.key(meta.namespace_or_default, ref.name)
 
 
 def workload_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """The gang key and uid of the object a Workload belongs to (its controller ownerReference to
     a queued kind), or None for a Workload gangq did not create."""
-    ref = controller_ref(obj)
-    kind = BY_KIND.get(str(ref.get("kind"))) if ref is not None else None
-    if ref is None or kind is None or not ref.get("name"):
+    meta = Meta(obj)
+    ref = meta.controller_reference
+    kind = BY_KIND.get(ref.kind) if ref is not None else None
+    if ref is None or kind is None or not ref.name:
         return None
-    return kind.key(str((obj.get("metadata") or {}).get("namespace") or "default"), str(ref["name"])), str(
-        ref.get("uid") or "")
+    return kind.key(meta.namespace_or_default, ref.name), ref.uid
 
 
 def queued(kind: WorkloadKind, obj: Mapping[str, Any], default_queue: str | None = None) -> bool:

@@ -53,6 +53,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gangq.api.batchjob import terminal_condition
+from gangq.api.meta import Meta
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.core.model import FlavorSpec
@@ -102,15 +104,15 @@ class Runtimes:
 
     def observe(self, resource: Resource, event_type: str, obj: Mapping[str, Any]) -> None:
         """Record a watch event (``ADDED`` / ``MODIFIED`` / ``DELETED``) of either resource."""
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
+        meta = Meta(obj)
+        name = meta.name
         if resource == CLUSTER_TRAINING_RUNTIMES:
             if event_type == "DELETED":
                 self._cluster.pop(name, None)
             else:
                 self._cluster[name] = obj
         elif resource == TRAINING_RUNTIMES:
-            key = (str(meta.get("namespace") or "default"), name)
+            key = (meta.namespace_or_default, name)
             if event_type == "DELETED":
                 self._namespaced.pop(key, None)
             else:
@@ -244,7 +246,7 @@ def _steps(obj: Mapping[str, Any], runtime: Mapping[str, Any], ref: RuntimeRef,
             raise SpecError(KIND, name, "spec.runtimeRef", f"{rname}: {base}[{i}].name is required")
         raw_template = rjob.get("template")
         jtemplate: Mapping[str, Any] = raw_template if isinstance(raw_template, Mapping) else {}
-        labels = (jtemplate.get("metadata") or {}).get("labels") or {}
+        labels = Meta(jtemplate).labels
         ancestor = labels.get(ANCESTOR_LABEL)
         ancestors.append(ancestor)
         count = _int((jtemplate.get("spec") or {}).get("parallelism"), 1, name,
@@ -309,7 +311,7 @@ def _overrides(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def recorded_overrides(obj: Mapping[str, Any]) -> tuple[bool, list[Mapping[str, Any]] | None]:
     """``(recorded, list)``: the ``spec.podSpecOverrides`` recorded at admission (None: it was
     absent); ``recorded`` is False when nothing is recorded."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(OVERRIDES_ANNOTATION)
+    text = Meta(obj).annotations.get(OVERRIDES_ANNOTATION)
     if text is None:
         return False, None
     field = f"metadata.annotations[{OVERRIDES_ANNOTATION}]"
@@ -365,10 +367,10 @@ class TrainJobKind(WorkloadKind):
 
     def runtime(self, obj: Mapping[str, Any]) -> tuple[RuntimeRef, Mapping[str, Any]]:
         ref = runtime_ref(obj)
-        meta = obj.get("metadata") or {}
-        found = self.runtimes.get(ref.kind, str(meta.get("namespace") or "default"), ref.name)
+        namespace = Meta(obj).namespace_or_default
+        found = self.runtimes.get(ref.kind, namespace, ref.name)
         if found is None:
-            where = "" if ref.kind == CLUSTER_TRAINING_RUNTIME else f" in namespace {meta.get('namespace')}"
+            where = "" if ref.kind == CLUSTER_TRAINING_RUNTIME else f" in namespace {namespace}"
             raise SpecError(KIND, object_name(obj), "spec.runtimeRef",
                             f"{ref.kind} {ref.name!r} does not exist{where}: the TrainJob waits for it "
                             f"and is queued once it is created")
@@ -404,10 +406,11 @@ class TrainJobKind(WorkloadKind):
             ref = runtime_ref(obj)
         except SpecError:
             return (*podsets.signature(obj), None)
-        runtime = self.runtimes.get(ref.kind, str((obj.get("metadata") or {}).get("namespace") or "default"),
-                                    ref.name)
-        meta = (runtime or {}).get("metadata") or {}
-        return (*podsets.signature(obj), (meta.get("uid"), meta.get("generation")) if runtime else None)
+        runtime = self.runtimes.get(ref.kind, Meta(obj).namespace_or_default, ref.name)
+        if runtime is None:
+            return (*podsets.signature(obj), None)
+        meta = Meta(runtime)
+        return (*podsets.signature(obj), (meta.uid, meta.generation))
 
     def reference_event(self, resource: Resource, event_type: str, obj: Mapping[str, Any]) -> bool:
         self.runtimes.observe(resource, event_type, obj)
@@ -419,13 +422,7 @@ class TrainJobKind(WorkloadKind):
     # --- its state --------------------------------------------------------------------------
 
     def terminal(self, obj: Mapping[str, Any]) -> str | None:
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, Mapping) and cond.get("status") == "True":
-                if cond.get("type") == COMPLETE:
-                    return "Completed"
-                if cond.get("type") == FAILED:
-                    return "Failed"
-        return None
+        return terminal_condition(obj, COMPLETE)
 
     def started(self, obj: Mapping[str, Any]) -> bool:
         """Its ``status.jobsStatus`` counts a Job with pods (Trainer v2.0.0 does not fill it: the
@@ -483,9 +480,9 @@ class TrainJobKind(WorkloadKind):
                          record: str) -> list[ObjectWrite] | None:
         """Two patches: the overrides while suspended, then the record and the unsuspension (the
         Trainer's webhook refuses override changes in the write that unsuspends)."""
-        meta = obj.get("metadata") or {}
-        path = self.path(str(meta.get("namespace") or "default"), str(meta.get("name")))
-        uid = str(meta.get("uid") or "")
+        meta = Meta(obj)
+        path = self.path(meta.namespace_or_default, meta.name)
+        uid = meta.uid
         guard: Patch = [{"op": "test", "path": "/metadata/uid", "value": uid},
                         {"op": "test", "path": "/spec/suspend", "value": True}]
         first = self.override_ops(obj, admission, flavors)
@@ -545,7 +542,7 @@ def _own_override(overrides: list[dict[str, Any]], job: str) -> dict[str, Any]:
 
 
 def _record_op(obj: Mapping[str, Any], text: str) -> dict[str, Any]:
-    annotations = (obj.get("metadata") or {}).get("annotations")
+    annotations = Meta(obj).raw.get("annotations")  # absent and empty patch differently
     if not isinstance(annotations, Mapping):
         return {"op": "add", "path": "/metadata/annotations", "value": {OVERRIDES_ANNOTATION: text}}
     return {"op": "add", "path": pointer(("metadata", "annotations", OVERRIDES_ANNOTATION)), "value": text}

@@ -15,16 +15,15 @@ if that write succeeded, so that a reconcile of a stale cache never acts twice.
 
 from __future__ import annotations
 
-import calendar
 import copy
 import hashlib
 import logging
 import re
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gangq.api.jobset import JobSet, dump, plain_json, with_defaults
+from gangq.api.meta import Meta, condition_true, conditions, find_condition, parse_timestamp, rfc3339
 from gangq.core.errors import SpecError
 
 from . import constants as c
@@ -96,15 +95,12 @@ class Result:
 # --- helpers ------------------------------------------------------------------------------------------------------
 
 
-def rfc3339(now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-
-
 def parse_time(value: str | None) -> float | None:
+    """An RFC 3339 time as epoch seconds; None when absent or unreadable."""
     if not value:
         return None
     try:
-        return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
+        return parse_timestamp(value)
     except ValueError:
         return None
 
@@ -116,18 +112,6 @@ def job_hash_key(namespace: str, job_name: str) -> str:
 
 def job_name(jobset: str, rjob: str, index: int) -> str:
     return f"{jobset}-{rjob}-{index}"
-
-
-def find_condition(conditions: Iterable[Mapping[str, Any]] | None, ctype: str) -> Mapping[str, Any] | None:
-    for cond in conditions or ():
-        if cond.get("type") == ctype:
-            return cond
-    return None
-
-
-def condition_true(conditions: Iterable[Mapping[str, Any]] | None, ctype: str) -> bool:
-    cond = find_condition(conditions, ctype)
-    return cond is not None and cond.get("status") == "True"
 
 
 _EXCLUSIVE = {
@@ -186,18 +170,18 @@ class ChildJob:
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.obj = obj
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        self.name: str = meta.get("name", "")
+        meta = Meta(obj)
+        labels = meta.labels
+        self.name: str = meta.name
         self.rjob: str = labels.get(c.REPLICATED_JOB_NAME_KEY, "")
         try:
             self.attempt: int = int(labels.get(c.RESTARTS_KEY, ""))
         except ValueError:
             self.attempt = -1
-        self.deleting = bool(meta.get("deletionTimestamp"))
+        self.deleting = meta.deleting
         self.finished = ""
         self.failure: Mapping[str, Any] | None = None
-        for cond in (obj.get("status") or {}).get("conditions") or ():
+        for cond in conditions(obj):
             if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
                 self.finished = cond["type"]
                 if cond["type"] == "Failed":
@@ -230,16 +214,15 @@ class Children:
 
 
 def owned_by(job: Mapping[str, Any], uid: str | None, name: str) -> bool:
-    refs = (job.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs:
-        if ref.get("controller") and ref.get("kind") == c.KIND:
-            return bool(ref.get("uid") == uid) if uid else bool(ref.get("name") == name)
+    for ref in Meta(job).owner_references:
+        if ref.controller and ref.kind == c.KIND:
+            return ref.uid == uid if uid else ref.name == name
     return False
 
 
 def classify(jobs: Iterable[Mapping[str, Any]], restarts: int, uid: str | None, name: str) -> Children:
     children = Children()
-    for obj in sorted(jobs, key=lambda j: (j.get("metadata") or {}).get("name", "")):
+    for obj in sorted(jobs, key=lambda j: Meta(j).name):
         if not owned_by(obj, uid, name):
             continue
         job = ChildJob(obj)
@@ -317,16 +300,15 @@ class Reconciler:
         self.result = Result()
         self.old_status: JsonObj = plain_json(obj.get("status") or {})
         self.status: JsonObj = copy.deepcopy(self.old_status)
-        meta = obj.get("metadata") or {}
-        self.name: str = meta.get("name", "")
-        self.namespace: str = meta.get("namespace") or "default"
-        self.uid: str | None = meta.get("uid")
+        meta = Meta(obj)
+        self.name: str = meta.name
+        self.namespace: str = meta.namespace_or_default
+        self.uid: str | None = meta.uid or None
 
     # entry point
     def run(self) -> Result:
         res = self.result
-        meta = self.obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if Meta(self.obj).deleting:
             res.skipped = "being deleted"
             return res
         managed_by = (self.obj.get("spec") or {}).get("managedBy")
@@ -582,13 +564,14 @@ def _resume_update(job: ChildJob, template: Mapping[str, Any]) -> JobUpdate:
     """Unsuspend a Job, merging the replicatedJob's pod template labels, annotations, nodeSelector, tolerations and
     schedulingGates into the Job's (how gangq's flavor assignment reaches a JobSet's existing Jobs)."""
     jt = ((job.obj.get("spec") or {}).get("template") or {})
-    jmeta, jspec = jt.get("metadata") or {}, jt.get("spec") or {}
-    tmeta, tspec = template.get("metadata") or {}, template.get("spec") or {}
+    jmeta, jspec = Meta(jt), jt.get("spec") or {}
+    tmeta, tspec = Meta(template), template.get("spec") or {}
     meta_patch: JsonObj = {}
     spec_patch: JsonObj = {}
-    for key in ("labels", "annotations"):
-        merged = _merge_maps(jmeta.get(key), tmeta.get(key))
-        if merged is not None and merged != jmeta.get(key):
+    for key, old, new in (("labels", jmeta.labels, tmeta.labels),
+                          ("annotations", jmeta.annotations, tmeta.annotations)):
+        merged = _merge_maps(old, new)
+        if merged is not None and merged != old:
             meta_patch[key] = merged
     merged_ns = _merge_maps(jspec.get("nodeSelector"), tspec.get("nodeSelector"))
     if merged_ns is not None and merged_ns != jspec.get("nodeSelector"):
@@ -669,14 +652,14 @@ class _JobBuilder:
         jobset_annotations = self.js.metadata.annotations or {}
         extra_annotations = {k: jobset_annotations[k] for k in (c.EXCLUSIVE_KEY, c.NODE_SELECTOR_STRATEGY_KEY)
                              if k in jobset_annotations}
-        tmeta = template.get("metadata") or {}
+        tmeta = Meta(template)
         job: JsonObj = {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {
                 "name": job_name(parent.name, rjob.name, job_index),
                 "namespace": parent.namespace,
-                "labels": {**(tmeta.get("labels") or {}), **ours},
-                "annotations": {**(tmeta.get("annotations") or {}), **extra_annotations, **ours},
+                "labels": {**tmeta.labels, **ours},
+                "annotations": {**tmeta.annotations, **extra_annotations, **ours},
                 "ownerReferences": [parent.owner_reference()],
             },
             "spec": template["spec"],

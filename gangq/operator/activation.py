@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 
+from gangq.api.meta import Meta
 from gangq.operator.kube import ApiError, KubeClient, resource_path
 from gangq.operator.translate import GROUP, VERSION
 
@@ -77,13 +78,13 @@ class ActivationWatch:
         result = await self.client.list(self.path, {"fieldSelector": SELECTOR})
         listed: set[tuple[str, str]] = set()
         for obj in result.get("items") or []:
-            meta = obj.get("metadata") or {}
-            listed.add((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+            meta = Meta(obj)
+            listed.add((meta.namespace, meta.name))
             await self._event("ADDED", obj)
         for entry in list(self.controller.state.entries.values()):
             if not entry.active and entry.created and (entry.namespace, entry.wl_name) not in listed:
                 await self._read_back(entry.namespace, entry.wl_name)
-        return str((result.get("metadata") or {}).get("resourceVersion") or "0")
+        return Meta(result).resource_version_text or "0"
 
     async def _watch(self, rv: str, stop: asyncio.Event) -> str:
         params = {
@@ -114,7 +115,7 @@ class ActivationWatch:
                     if obj.get("code") == 410:
                         raise _Expired
                     raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or ""), str(obj.get("message")))
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                rv = Meta(obj).resource_version_text or rv
                 if kind != "BOOKMARK":
                     await self._event(kind, obj)
         return rv
@@ -123,8 +124,8 @@ class ActivationWatch:
         if not self.controller.state.watched_namespace(obj):
             return
         if kind == "DELETED":
-            meta = obj.get("metadata") or {}
-            await self._read_back(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            meta = Meta(obj)
+            await self._read_back(meta.namespace, meta.name)
         elif self.controller.gangs.activation_changed(obj):
             self.controller.enqueue("workloads", kind, obj)
 

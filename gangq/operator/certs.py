@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gangq.api.meta import Meta
 from gangq.operator.config import WebhookConfig
 from gangq.operator.kube import JSON_PATCH, ApiError, KubeClient, resource_path
 
@@ -341,7 +342,7 @@ class SecretCertificates:
             if secret is None:
                 await self.client.create(resource_path("", "v1", "secrets", cfg.namespace), body, want_body=False)
             else:
-                meta = {k: v for k, v in (secret.get("metadata") or {}).items() if k != "managedFields"}
+                meta = {k: v for k, v in Meta(secret).raw.items() if k != "managedFields"}
                 body["metadata"] = meta  # with its resourceVersion: a concurrent write is a 409
                 body["type"] = secret.get("type") or "Opaque"
                 await self.client.replace(self.path, body)

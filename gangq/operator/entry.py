@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gangq.api.meta import Meta, rfc3339
 from gangq.core.decisions import Admission
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.jobset import JOBSET
-from gangq.operator.translate import resource_version, rfc3339
 
 
 class Entry:
@@ -50,14 +50,14 @@ class Entry:
     )
 
     def __init__(self, key: str, obj: dict[str, Any], kind: WorkloadKind = JOBSET) -> None:
-        meta = obj.get("metadata") or {}
+        meta = Meta(obj)
         self.key = key
         self.kind = kind
-        self.namespace = str(meta.get("namespace") or "default")
-        self.name = str(meta.get("name"))
-        self.uid = str(meta.get("uid") or "")
+        self.namespace = meta.namespace_or_default
+        self.name = meta.name
+        self.uid = meta.uid
         self.obj = obj
-        self.rv = resource_version(obj)
+        self.rv = meta.resource_version
         self.sig: tuple[Any, ...] = ()
         self.lq = ""
         self.state = "Pending"

@@ -42,13 +42,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from gangq.api.meta import Meta, condition_true, conditions, object_key, resource_version
 from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET
 from gangq.integrations.registry import pod_gang
 from gangq.jobset import constants as js
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
-from gangq.operator.translate import object_key, resource_version
 from gangq.operator.writer import Writer
 
 if TYPE_CHECKING:
@@ -90,8 +90,7 @@ def quiet(job: Mapping[str, Any]) -> bool:
         return False
     if (spec.get("managedBy") or JOB_CONTROLLER) != JOB_CONTROLLER:
         return True
-    return any(isinstance(c, Mapping) and c.get("type") == "Suspended" and c.get("status") == "True"
-               for c in status.get("conditions") or [])
+    return condition_true(conditions(job), "Suspended")
 
 
 class EvictionResync:
@@ -259,8 +258,9 @@ class EvictionResync:
             if not with_jobs:
                 return live, newest
             for job in (await client.list(resource_path("batch", "v1", "jobs", ns))).get("items") or []:
-                name = str((job.get("metadata") or {}).get("name"))
-                owner = ((job.get("metadata") or {}).get("labels") or {}).get(js.JOBSET_NAME_KEY)
+                meta = Meta(job)
+                name = meta.name
+                owner = meta.labels.get(js.JOBSET_NAME_KEY)
                 gang = JOBSET.key(ns, owner) if owner else JOB.key_of(job)
                 if gang not in keys:
                     continue

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta, object_key, resource_version, rfc3339
 from gangq.api.workload import queue_name
 from gangq.core.decisions import Admission, Decision, Eviction, PendingUpdate
 from gangq.core.errors import SpecError
@@ -27,15 +28,7 @@ from gangq.operator.entry import Entry
 from gangq.operator.evictions import EvictionResync, quiet
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
-from gangq.operator.translate import (
-    object_key,
-    quantity_text,
-    recorded_admission,
-    recorded_eviction,
-    resource_version,
-    rfc3339,
-    workload_active,
-)
+from gangq.operator.translate import quantity_text, recorded_admission, recorded_eviction, workload_active
 from gangq.operator.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -223,7 +216,7 @@ class Gangs:
     def child_job_seen(self, gang: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         """Keep the JobSet's child Jobs that may still start pods (neither suspended nor finished);
         True when an evicted JobSet has just lost its last one (its eviction may be done)."""
-        name = str((obj.get("metadata") or {}).get("name"))
+        name = Meta(obj).name
         live = event_type != "DELETED" and not quiet(obj)
         jobs = self.child_jobs.get(gang)
         entry = self.state.entries.get(gang)
@@ -251,12 +244,12 @@ class Gangs:
         if entry is not None and entry.kind is not kind:
             return  # another kind's gang under the same key: a TrainJob's, whose JobSet this is
         if entry is not None and event_type != "DELETED":
-            uid = (obj.get("metadata") or {}).get("uid")
+            uid = Meta(obj).uid
             if uid and entry.uid and uid != entry.uid:  # deleted and recreated under the same name
                 self.forget(entry, now)
                 entry = None
         if event_type == "DELETED":
-            if entry is not None and (not entry.uid or (obj.get("metadata") or {}).get("uid") in (None, entry.uid)):
+            if entry is not None and (not entry.uid or Meta(obj).uid in ("", entry.uid)):
                 self.forget(entry, now)
             return
         if not self.state.watched_namespace(obj):
@@ -274,7 +267,7 @@ class Gangs:
         terminal = kind.terminal(obj)
         suspended = kind.suspended(obj)
         if entry is None:
-            if terminal is not None or (obj.get("metadata") or {}).get("uid") in self.finished:
+            if terminal is not None or Meta(obj).uid in self.finished:
                 # Finished before we saw it (or before a restart), or a late event of one we finished
                 # and forgot: nothing to hold, nothing to write.
                 return

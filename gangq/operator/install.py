@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from gangq.api.meta import Meta
 from gangq.operator import certs
 from gangq.operator.config import OperatorConfig
 from gangq.operator.kube import ApiError, KubeClient, resource_path
@@ -95,18 +96,18 @@ async def apply_objects(client: KubeClient, docs: Iterable[dict[str, Any]]) -> N
         if kind not in _PLURALS:
             raise ValueError(f"cannot apply kind {kind!r}")
         group, version, plural, namespaced = _PLURALS[kind]
-        meta = doc.get("metadata") or {}
-        ns = (meta.get("namespace") or "default") if namespaced else None
+        meta = Meta(doc)
+        ns = meta.namespace_or_default if namespaced else None
         base = resource_path(group, version, plural, ns)
         try:
             await client.create(base, doc)
         except ApiError as err:
             if err.status != 409:
                 raise
-            current = await client.get(f"{base}/{meta['name']}")
+            current = await client.get(f"{base}/{meta.name}")
             body = dict(doc)
-            body["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
-            await client.replace(f"{base}/{meta['name']}", body)
+            body["metadata"] = {**meta.raw, "resourceVersion": current["metadata"]["resourceVersion"]}
+            await client.replace(f"{base}/{meta.name}", body)
 
 
 def load_yaml(path: Path | str) -> list[dict[str, Any]]:

@@ -27,9 +27,10 @@ from typing import Any
 import kopf
 
 from gangq.api.jobset import plain_json
+from gangq.api.meta import Meta, rfc3339
 from gangq.jobset import constants as c
 from gangq.jobset import frameworks
-from gangq.jobset.reconciler import Result, reconcile, rfc3339
+from gangq.jobset.reconciler import Result, reconcile
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,8 @@ COMPONENT = "gangq-jobset-controller"
 
 
 def _rv(obj: Mapping[str, Any]) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(str(raw))
-    except (TypeError, ValueError):
-        return None
+    """The object's resourceVersion; None when absent or not an integer (opaque: never ordered)."""
+    return Meta(obj).resource_version or None
 
 
 def _newer(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
@@ -50,10 +48,6 @@ def _newer(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
         return True
     a, b = _rv(old), _rv(new)
     return a is None or b is None or b >= a
-
-
-def _ns(path_ns: str | None) -> str:
-    return path_ns or "default"
 
 
 class WorkQueue:
@@ -177,8 +171,8 @@ class JobSetController:
 
     # --- watch events -------------------------------------------------------------------------------------------
     def on_jobset(self, type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        key = f"{_ns(meta.get('namespace'))}/{meta.get('name')}"
+        meta = Meta(body)
+        key = f"{meta.namespace_or_default}/{meta.name}"
         if type == "DELETED":
             self.jobsets.pop(key, None)
             return
@@ -188,13 +182,13 @@ class JobSetController:
         self.enqueue(key)
 
     def on_job(self, type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        owner = (meta.get("labels") or {}).get(c.JOBSET_NAME_KEY)
+        meta = Meta(body)
+        owner = meta.labels.get(c.JOBSET_NAME_KEY)
         if not owner:
             return
-        key = f"{_ns(meta.get('namespace'))}/{owner}"
+        key = f"{meta.namespace_or_default}/{owner}"
         jobs = self.jobs.setdefault(key, {})
-        name = meta.get("name", "")
+        name = meta.name
         if type == "DELETED":
             jobs.pop(name, None)
             if not jobs:
@@ -206,14 +200,14 @@ class JobSetController:
         self.enqueue(key)
 
     def _on_named(self, cache: set[str], type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        ns = _ns(meta.get("namespace"))
-        name = f"{ns}/{meta.get('name')}"
+        meta = Meta(body)
+        ns = meta.namespace_or_default
+        name = f"{ns}/{meta.name}"
         if type == "DELETED":
             cache.discard(name)
         else:
             cache.add(name)
-        owner = (meta.get("labels") or {}).get(c.JOBSET_NAME_KEY)
+        owner = meta.labels.get(c.JOBSET_NAME_KEY)
         if owner:
             self.enqueue(f"{ns}/{owner}")
 
@@ -245,7 +239,7 @@ class JobSetController:
         ns, name = key.split("/", 1)
         spec = obj.get("spec") or {}
         subdomain = (spec.get("network") or {}).get("subdomain") or name
-        anns = (obj.get("metadata") or {}).get("annotations") or {}
+        anns = Meta(obj).annotations
         cm = f"{ns}/{name}-mpi-hostfile"
         res = reconcile(obj, list(self.jobs.get(key, {}).values()), service_exists=f"{ns}/{subdomain}" in self.services,
                         configmap_exists=cm in self.configmaps if anns.get(c.FRAMEWORK_ANNOTATION) == "mpi" else True,
@@ -265,7 +259,7 @@ class JobSetController:
         base = f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{ns}/{c.PLURAL}/{name}"
         jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
         if res.status is not None:
-            body = {"metadata": {"resourceVersion": obj["metadata"].get("resourceVersion")}, "status": res.status}
+            body = {"metadata": {"resourceVersion": Meta(obj).resource_version_text or None}, "status": res.status}
             try:
                 new = await client.request("PATCH", f"{base}/status", body=body, content_type=MERGE_PATCH)
             except ApiError as err:
@@ -357,7 +351,7 @@ class JobSetController:
                 jobs.pop(name, None)
                 return
             raise
-        if new.get("kind") == "Job" and (new.get("metadata") or {}).get("deletionTimestamp"):
+        if new.get("kind") == "Job" and Meta(new).deleting:
             if _newer(jobs.get(name), new):
                 jobs[name] = new
         else:
@@ -367,15 +361,15 @@ class JobSetController:
         from gangq.operator.kube import ApiError
 
         assert self.client is not None
-        meta = obj.get("metadata") or {}
-        ns = _ns(meta.get("namespace"))
+        meta = Meta(obj)
+        ns = meta.namespace_or_default
         now = rfc3339(self.clock())
         event = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": ns},
-            "involvedObject": {"apiVersion": c.API_VERSION, "kind": c.KIND, "name": meta.get("name"),
-                               "namespace": ns, "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "metadata": {"generateName": f"{meta.name}.", "namespace": ns},
+            "involvedObject": {"apiVersion": c.API_VERSION, "kind": c.KIND, "name": meta.name,
+                               "namespace": ns, "uid": meta.uid or None,
+                               "resourceVersion": meta.resource_version_text or None},
             "reason": reason, "message": message[:1024], "type": type, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now,
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
@@ -383,7 +377,7 @@ class JobSetController:
         try:
             await self.client.request("POST", f"/api/v1/namespaces/{ns}/events", body=event)
         except ApiError as err:
-            log.warning("could not post Event %s on JobSet %s/%s: %s", reason, ns, meta.get("name"), err)
+            log.warning("could not post Event %s on JobSet %s/%s: %s", reason, ns, meta.name, err)
 
 
 def register(registry: kopf.OperatorRegistry, *, client: Any = None, credentials: Any = None,

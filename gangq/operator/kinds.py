@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gangq.api import queues
+from gangq.api.meta import Meta, object_key, resource_version
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
 from gangq.integrations.interface import WorkloadKind
@@ -26,16 +27,7 @@ from gangq.operator.gangs import Gangs
 from gangq.operator.podgroups import PodGroupFeed
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
-from gangq.operator.translate import (
-    CONFIG_KINDS,
-    CQ_FINALIZER,
-    NAMESPACED,
-    node_spec,
-    object_key,
-    pod_requests,
-    relevant,
-    resource_version,
-)
+from gangq.operator.translate import CONFIG_KINDS, CQ_FINALIZER, NAMESPACED, node_spec, pod_requests, relevant
 from gangq.operator.writer import ADMISSION_FAILED, WRITTEN
 
 log = logging.getLogger(__name__)
@@ -153,8 +145,8 @@ class Kinds:
             self.statuses.queue_deleted(kind_key)
             self.deleting_queues.pop(key, None)
             return
-        meta = obj.get("metadata") or {}
-        deleting = meta.get("deletionTimestamp") is not None
+        meta = Meta(obj)
+        deleting = meta.deleting
         if deleting and self.state.recovered.is_set():
             # It admits nothing more; its admitted gangs keep running and their quota until they
             # are done, then the finalizer goes (release_deleted_queues).
@@ -172,7 +164,7 @@ class Kinds:
             self.deleting_queues[key] = obj
             return
         self.statuses.queue_seen(kind_key, problem)
-        if CQ_FINALIZER not in (meta.get("finalizers") or []):
+        if CQ_FINALIZER not in meta.finalizers:
             self.gangs.writer.write_cq_finalizer(key, obj, add=True)
 
     def recovery_objects(self, kind: WorkloadKind, listed: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -205,7 +197,7 @@ class Kinds:
             view = self.engine.cluster_queue(key)
             if view is None or view.admitted == 0:
                 del self.deleting_queues[key]
-                if CQ_FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or []):
+                if CQ_FINALIZER in Meta(obj).finalizers:
                     self.gangs.writer.write_cq_finalizer(key, obj, add=False)
 
     def local_queue(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
@@ -267,7 +259,7 @@ class Kinds:
             self.engine.delete_namespace(key)
             self.state.namespace_labels.pop(key, None)
         else:
-            labels = dict((obj.get("metadata") or {}).get("labels") or {})
+            labels = dict(Meta(obj).labels)
             self.engine.upsert_namespace(key, labels)
             self.state.namespace_labels[key] = labels
 

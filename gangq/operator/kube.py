@@ -22,6 +22,7 @@ from typing import Any, Final, cast
 import aiohttp
 
 from gangq import __version__
+from gangq.api.meta import Meta
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ class KubeClient:
         while True:
             result = await self.request("GET", path, params=query)
             items.extend(result.get("items") or [])
-            token = (result.get("metadata") or {}).get("continue")
+            token = Meta(result).continue_token
             if not token:
                 break
             query["continue"] = token

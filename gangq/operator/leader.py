@@ -25,9 +25,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from gangq.api.meta import parse_timestamp, rfc3339
 from gangq.operator.kube import ApiError, KubeClient, resource_path
 
 log = logging.getLogger(__name__)
@@ -44,14 +44,16 @@ ATTEMPTS: Final = 1
 
 
 def _micro(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A Lease time (``metav1.MicroTime``)."""
+    return rfc3339(t, "microseconds")
 
 
 def _parse(text: str | None) -> float:
+    """A Lease time as epoch seconds; 0 when absent or unreadable (a Lease never renewed)."""
     if not text:
         return 0.0
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return parse_timestamp(text)
     except ValueError:
         return 0.0
 

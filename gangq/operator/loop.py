@@ -16,11 +16,11 @@ import logging
 import time
 from typing import Any, Final
 
+from gangq.api.meta import object_key
 from gangq.operator.gangs import Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
-from gangq.operator.translate import object_key
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gangq.api.meta import Meta
 from gangq.integrations.podgroup import PODGROUP, SOURCE_PODGROUP, PodGroups, membership
 from gangq.integrations.registry import queued
 from gangq.operator.gangs import Gangs
@@ -55,16 +56,15 @@ class PodGroupFeed:
     def podgroup_event(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """A PodGroup's watch event."""
         self._hand_on(self.groups.podgroup_event(event_type, obj), now)
-        meta = obj.get("metadata") or {}
-        self._release_unqueued(PODGROUP.key_for(SOURCE_PODGROUP, str(meta.get("namespace") or "default"),
-                                                str(meta.get("name"))))
+        meta = Meta(obj)
+        self._release_unqueued(PODGROUP.key_for(SOURCE_PODGROUP, meta.namespace_or_default, meta.name))
 
     def pod_event(self, event_type: str, pod: Mapping[str, Any], now: float) -> None:
         """A pod's watch event, after the pod's own bookkeeping."""
         self._hand_on(self.groups.pod_event(event_type, pod), now)
         member = membership(pod)
         if member is not None and event_type != "DELETED":
-            namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+            namespace = Meta(pod).namespace_or_default
             self._release_unqueued(PODGROUP.key_for(member[0], namespace, member[1]))
 
     def _release_unqueued(self, key: str) -> None:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gangq.api.meta import Meta, object_key, resource_version
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
 from gangq.integrations.interface import WorkloadKind
@@ -37,10 +38,8 @@ from gangq.operator.translate import (
     GROUP,
     VERSION,
     WATCHED,
-    object_key,
     recorded_admission,
     recorded_eviction,
-    resource_version,
     workload_active,
 )
 
@@ -92,7 +91,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
         for obj in kinds.recovery_objects(kind, listed):
             if not state.watched_namespace(obj):
                 continue
-            ann = (obj.get("metadata") or {}).get("annotations") or {}
+            ann = Meta(obj).annotations
             suspended = kind.suspended(obj)
             if not queued(kind, obj, state.default_queue(obj)) or kind.terminal(obj) is not None:
                 rest.append((kind, obj))
@@ -161,7 +160,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
     for pod in gang_pods:
         kinds.apply("pods", "ADDED", pod, now)
     gangs.handle(others, now)
-    for kind, obj in sorted(rest, key=lambda ko: str((ko[1].get("metadata") or {}).get("creationTimestamp") or "")):
+    for kind, obj in sorted(rest, key=lambda ko: Meta(ko[1]).creation_timestamp):
         kinds.recovered_object(kind, obj, now)
         adopt(kind.key_of(obj))
         keep_deactivated(kind.key_of(obj))

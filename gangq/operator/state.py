@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gangq.api.meta import Meta
 from gangq.core import Engine
 from gangq.core.decisions import Decision
 from gangq.core.selectors import LabelRequirement, LabelSelector
@@ -86,10 +87,10 @@ class ControllerState:
         (not queued)."""
         if not self.config.manage_jobs_without_queue_name:
             return None
-        labels = self.namespace_labels.get(str((obj.get("metadata") or {}).get("namespace") or "default"))
+        labels = self.namespace_labels.get(Meta(obj).namespace_or_default)
         return DEFAULT_QUEUE if labels is not None and self._managed.matches(labels) else None
 
     def watched_namespace(self, obj: Mapping[str, Any]) -> bool:
         """False when ``namespaces`` is configured and the object's namespace is not in it."""
         namespaces = self.config.namespaces
-        return not namespaces or (obj.get("metadata") or {}).get("namespace") in namespaces
+        return not namespaces or Meta(obj).namespace in namespaces

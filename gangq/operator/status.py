@@ -17,20 +17,12 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gangq.api.meta import object_key, rfc3339
 from gangq.core.errors import SpecError
 from gangq.operator.entry import Entry
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
-from gangq.operator.translate import (
-    API_VERSION,
-    GPU,
-    GROUP,
-    VERSION,
-    admission_json,
-    object_key,
-    quantity_text,
-    rfc3339,
-)
+from gangq.operator.translate import API_VERSION, GPU, GROUP, VERSION, admission_json, quantity_text
 from gangq.operator.writer import Write, Writer
 
 ORDINARY_PENDING: Final = frozenset(

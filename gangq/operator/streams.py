@@ -33,6 +33,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
+from gangq.api.meta import Meta
+
 log = logging.getLogger(__name__)
 
 TRACKED: Final = frozenset({("", "pods"), ("batch", "jobs")})
@@ -44,13 +46,8 @@ CURRENT: contextvars.ContextVar[StreamPositions | None] = contextvars.ContextVar
 
 
 def _rv(obj: Mapping[str, Any]) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    if raw is None:
-        return None
-    try:
-        return int(str(raw))
-    except ValueError:
-        return None
+    """The object's resourceVersion; None when absent or not an integer (opaque: never ordered)."""
+    return Meta(obj).resource_version or None
 
 
 class StreamPosition:
@@ -134,8 +131,8 @@ class StreamPosition:
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+    meta = Meta(obj)
+    return meta.uid or f"{meta.namespace or None}/{meta.name}"
 
 
 class StreamPositions:
@@ -163,7 +160,7 @@ class StreamPositions:
     def delivered(self, plural: str, obj: Mapping[str, Any]) -> None:
         """A kopf handler has handed this event to the controller (called for every event of a
         tracked stream, whether or not the controller wants it)."""
-        key = self._find(plural, (obj.get("metadata") or {}).get("namespace"))
+        key = self._find(plural, Meta(obj).namespace or None)
         if key is not None:
             self.streams[key].delivered(obj)
 

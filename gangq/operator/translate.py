@@ -10,9 +10,9 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from gangq.api.meta import Meta, condition_true, conditions, rfc3339
 from gangq.api.pods import pod_requests as _pod_spec_requests
 from gangq.api.quantity import QuantityError, parse_quantity
 from gangq.core import NodeSpec, Taint
@@ -67,25 +67,6 @@ NAMESPACED: Final = frozenset({"localqueues", "pods", "workloads", *(k.plural fo
 of one of them in another namespace is dropped (the restart's lists are cluster-wide)."""
 
 
-def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def resource_version(obj: Mapping[str, Any]) -> int:
-    """``metadata.resourceVersion`` as an integer (0 when absent or not a number)."""
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """``namespace/name``, or ``name`` for a cluster-scoped object (the engine's keys)."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
 def workload_active(obj: Mapping[str, Any]) -> bool:
     """A Workload's ``spec.active`` (absent: true, the schema's default)."""
     return (obj.get("spec") or {}).get("active") is not False
@@ -98,7 +79,7 @@ def quantity_text(resource: str, value: int) -> str:
 
 def node_spec(obj: Mapping[str, Any]) -> NodeSpec:
     """A Node as the engine sees it; one that is not Ready (or cordoned) takes no new gangs."""
-    meta = obj.get("metadata") or {}
+    meta = Meta(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     allocatable: dict[str, int] = {}
@@ -106,18 +87,17 @@ def node_spec(obj: Mapping[str, Any]) -> NodeSpec:
         try:
             allocatable[res] = parse_quantity(value, res)
         except QuantityError:
-            log.warning("Node %s: status.allocatable[%s]: %r is not a quantity", meta.get("name"), res, value)
+            log.warning("Node %s: status.allocatable[%s]: %r is not a quantity", meta.name, res, value)
     taints = []
     for t in spec.get("taints") or []:
         with contextlib.suppress(ValueError, KeyError):
             taints.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule")))
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    ) or not status.get("conditions")
+    conds = conditions(obj)
+    ready = condition_true(conds, "Ready") or not conds
     return NodeSpec(
-        str(meta.get("name")),
+        meta.name,
         allocatable,
-        dict(meta.get("labels") or {}),
+        dict(meta.labels),
         taints,
         unschedulable=bool(spec.get("unschedulable")) or not ready,
     )
@@ -127,18 +107,18 @@ def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
     """The part of a configuration object the engine depends on: status writes (ours included) come
     back as MODIFIED events, and only a change of this part may reach the engine (an upsert
     re-routes every pending workload)."""
-    meta = obj.get("metadata") or {}
+    meta = Meta(obj)
     if plural in ("workloadpriorityclasses", "priorityclasses"):
         return obj.get("value")
     if plural == "namespaces":
-        return meta.get("labels")
+        return meta.labels
     if plural == "clusterqueues":
-        finalized = CQ_FINALIZER in (meta.get("finalizers") or [])
-        return (obj.get("spec"), meta.get("deletionTimestamp") is not None, finalized)
+        finalized = CQ_FINALIZER in meta.finalizers
+        return (obj.get("spec"), meta.deleting, finalized)
     if plural == "nodes":
         status = obj.get("status") or {}
-        ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-        return (meta.get("labels"), obj.get("spec"), status.get("allocatable"), status.get("capacity"), ready)
+        ready = [c.get("status") for c in conditions(obj) if c.get("type") == "Ready"]
+        return (meta.labels, obj.get("spec"), status.get("allocatable"), status.get("capacity"), ready)
     return obj.get("spec")
 
 
@@ -151,7 +131,7 @@ def eviction_record(reason: str, message: str, at: float, admission: Mapping[str
     """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted JobSet,
     and the admission it had (a restart before its pods are gone keeps that quota held for them,
     see :func:`recorded_eviction`)."""
-    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    when = rfc3339(at, "milliseconds")
     record: dict[str, Any] = {"reason": reason, "message": message[:1024], "time": when}
     if admission is not None:
         record["admission"] = dict(admission)
@@ -170,7 +150,7 @@ def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _json_annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """The JSON object in annotation ``key``, or None when absent or not a JSON object."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    text = Meta(obj).annotations.get(key)
     if not text:
         return None
     try:

@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gangq.api.meta import Meta
 from gangq.api.workload import (
     KUEUE_PRIORITY_CLASS_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -97,8 +98,8 @@ class Request:
     @property
     def ref(self) -> str:
         """``Kind 'namespace/name'``, as gangq's field errors name an object."""
-        meta = self.obj.get("metadata") or {}
-        name = meta.get("name") or meta.get("generateName") or ""
+        meta = Meta(self.obj)
+        name = meta.name or meta.raw.get("generateName") or ""
         return f"{self.kind.kind if self.kind else 'object'} '{self.namespace}/{name}'"
 
 
@@ -130,7 +131,7 @@ def parse_review(body: Any) -> Request:
     if operation == "UPDATE" and not isinstance(old, dict):
         raise ReviewError("request.oldObject of an UPDATE is not an object", uid)
     obj = obj if isinstance(obj, dict) else {}
-    namespace = req.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "default"
+    namespace = req.get("namespace") or Meta(obj).namespace_or_default
     pod = gvk.get("group", "") == "" and gvk.get("kind") == "Pod"
     return Request(uid, operation, kind, str(namespace), obj, old if isinstance(old, dict) else None, pod)
 
@@ -193,19 +194,13 @@ def mutate_pod(req: Request) -> dict[str, Any]:
     else:
         ops = [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
     log.debug("webhook: gating pod %s/%s of gang %s", req.namespace,
-              (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName"), owner[0])
+              Meta(pod).name or Meta(pod).raw.get("generateName"), owner[0])
     return {**allowed(req.uid), "patchType": "JSONPatch",
             "patch": base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()}
 
 
 def admitted(kind: WorkloadKind, obj: Mapping[str, Any]) -> bool:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return isinstance(annotations, dict) and ADMISSION_ANNOTATION in annotations and not kind.suspended(obj)
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = (obj.get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, dict) else {}
+    return ADMISSION_ANNOTATION in Meta(obj).annotations and not kind.suspended(obj)
 
 
 def _field(pointer: str) -> str:
@@ -217,8 +212,8 @@ def spec_error(kind: WorkloadKind, obj: Mapping[str, Any]) -> SpecError | None:
 
     The priority-class labels are left out (whether the class exists is the controller's to say),
     and the gang is built as if queued (the queue itself is not judged here either)."""
-    meta = dict(obj.get("metadata") or {})
-    labels = _labels(obj)
+    meta = dict(Meta(obj).raw)  # a copy to build the object the gang is built from
+    labels = Meta(obj).labels
     if _PRIORITY_LABELS & labels.keys():
         meta["labels"] = {k: v for k, v in labels.items() if k not in _PRIORITY_LABELS}
     try:
@@ -235,9 +230,9 @@ def validate(req: Request, default_queue: str | None = None) -> dict[str, Any]:
     kind = req.kind
     if kind is None or req.operation not in ("CREATE", "UPDATE"):
         return allowed(req.uid)
-    deleting = bool((req.obj.get("metadata") or {}).get("deletionTimestamp"))
+    deleting = Meta(req.obj).deleting
     if req.operation == "UPDATE" and req.old is not None and not deleting and admitted(kind, req.old):
-        old, new = _labels(req.old), _labels(req.obj)
+        old, new = Meta(req.old).labels, Meta(req.obj).labels
         changed = [key for key in QUEUE_LABELS if old.get(key) != new.get(key)]
         if changed:
             key = changed[0]
@@ -282,7 +277,7 @@ class NamespaceLabels:
             return hit[1]
         try:
             obj = await self.client.get(resource_path("", "v1", "namespaces", name=name))
-            labels: dict[str, str] | None = dict((obj.get("metadata") or {}).get("labels") or {})
+            labels: dict[str, str] | None = dict(Meta(obj).labels)
         except ApiError as err:
             if err.status != 404:
                 raise

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal
 
+from gangq.api.meta import Meta, rfc3339
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
 from gangq.integrations.interface import ObjectWrite
@@ -49,7 +50,6 @@ from gangq.operator.translate import (
     admission_json,
     eviction_record,
     recorded_admission,
-    rfc3339,
 )
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class Writer:
         def ops_for(current: Mapping[str, Any]) -> list[dict[str, Any]]:
             ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": entry.uid}]
             ops += entry.kind.admission_ops(current, d, flavors)
-            ann_exists = bool((current.get("metadata") or {}).get("annotations")) or any(
+            ann_exists = bool(Meta(current).annotations) or any(
                 o["path"] == "/metadata/annotations" for o in ops
             )
             if not ann_exists:
@@ -282,7 +282,7 @@ class Writer:
                     return
                 if not ops:
                     return
-                uid = str((current.get("metadata") or {}).get("uid") or entry.uid)
+                uid = Meta(current).uid or entry.uid
                 try:
                     await self.state.client.patch(path, [{"op": "test", "path": "/metadata/uid", "value": uid},
                                                          *ops], JSON_PATCH, want_body=False)
@@ -339,7 +339,7 @@ class Writer:
                 except SpecError as err:
                     log.warning("%s %s: cannot restore pod templates (%s); suspending only", entry.kind.kind, key, err)
                     ops += entry.kind.suspend_ops(current)
-                ann = (current.get("metadata") or {}).get("annotations") or {}
+                ann = Meta(current).annotations
                 removes_all = any(o["op"] == "remove" and o["path"] == "/metadata/annotations" for o in ops)
                 kept = dict(ann)  # the annotations as they are to be
                 for o in ops:
@@ -485,14 +485,15 @@ class Writer:
 
         async def post() -> None:
             now = rfc3339(time.time())
-            meta = (obj or entry.obj).get("metadata") or {}
+            meta = Meta(obj or entry.obj)
             body = {
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {"name": f"{entry.name}.{secrets.token_hex(8)}", "namespace": entry.namespace},
                 "involvedObject": {
                     "apiVersion": entry.kind.api_version, "kind": entry.kind.kind, "name": entry.name,
-                    "namespace": entry.namespace, "uid": entry.uid, "resourceVersion": meta.get("resourceVersion"),
+                    "namespace": entry.namespace, "uid": entry.uid,
+                    "resourceVersion": meta.resource_version_text or None,
                 },
                 "reason": reason,
                 "message": message[:1024],
@@ -550,7 +551,7 @@ def _annotation_ops(old: Mapping[str, str], new: Mapping[str, str]) -> list[dict
 def _finalizer_ops(obj: Mapping[str, Any], add: bool) -> list[dict[str, Any]] | None:
     """The JSON patch that puts ``CQ_FINALIZER`` on ``obj`` (``add``) or takes it off, testing the
     list it read; None when there is nothing to do."""
-    finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+    finalizers = list(Meta(obj).finalizers)
     if add == (CQ_FINALIZER in finalizers):
         return None
     if not add:

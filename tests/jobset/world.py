@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gangq.jobset.reconciler import Result, reconcile, rfc3339
+from gangq.api.meta import rfc3339
+from gangq.jobset.reconciler import Result, reconcile
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
