@@ -9,19 +9,15 @@ is rounded up to the canonical integer unit (cpu in millicores, everything else 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import cast
 
-from kubernetes.utils import parse_quantity as _untyped_parse
 from pydantic import ValidationError
 
+from gangq.api import quantity
 from gangq.api.jobset import Container, PodSpec, Quantity, ResourceRequirements, spec_error
-from gangq.api.quantity import QuantityError, check_magnitude
+from gangq.api.quantity import QuantityError, to_canonical
 from gangq.core.errors import SpecError
-
-_k8s_parse = cast(Callable[[str], Decimal], _untyped_parse)
 
 Amounts = dict[str, Decimal]
 
@@ -42,28 +38,13 @@ class FieldContext:
 
 def exact_quantity(value: Quantity, ctx: FieldContext, field: str) -> Decimal:
     """``value`` as an exact, non-negative decimal (in the resource's base unit: cores, bytes, units)."""
-    if isinstance(value, bool):
-        raise ctx.error(field, f"{value!r} is not a quantity")
     try:
-        amount = Decimal(value) if isinstance(value, int | float) else _k8s_parse(str(value).strip())
-    except (ValueError, TypeError, ArithmeticError) as err:  # ArithmeticError: decimal.Overflow of 1e999999999
-        raise ctx.error(field, f"{value!r} is not a valid quantity (e.g. 500m, 2, 16Gi, 1e3)") from err
-    if not amount.is_finite():
-        raise ctx.error(field, f"{value!r} is not a finite quantity")
-    try:
-        check_magnitude(value, amount)
+        amount = quantity.exact_quantity(value, hint=" (e.g. 500m, 2, 16Gi, 1e3)")
     except QuantityError as err:
         raise ctx.error(field, str(err)) from err
     if amount < 0:
         raise ctx.error(field, f"must not be negative, got {value!r}")
     return amount
-
-
-def to_canonical(resource: str, amount: Decimal) -> int:
-    """Round an exact amount up to the core's integer unit: millicores for cpu, units otherwise."""
-    if resource == "cpu":
-        amount *= 1000
-    return math.ceil(amount)
 
 
 def _requests(res: ResourceRequirements | None, ctx: FieldContext, field: str) -> Amounts:

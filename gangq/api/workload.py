@@ -22,7 +22,8 @@ from gangq.api.jobset import (
 )
 from gangq.api.jobset import Toleration as TolerationModel
 from gangq.api.meta import Meta, parse_timestamp
-from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.api.pods import FieldContext, exact_quantity
+from gangq.api.quantity import to_canonical
 from gangq.core.errors import SpecError
 from gangq.core.selectors import NodeAffinity, NodeSelectorRequirement, Toleration
 

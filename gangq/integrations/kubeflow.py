@@ -34,7 +34,8 @@ from typing import Any, Final
 
 from gangq.api import kubeflow
 from gangq.api.meta import Meta
-from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.api.pods import FieldContext, exact_quantity
+from gangq.api.quantity import to_canonical
 from gangq.api.workload import MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, parse_min_member
 from gangq.core.errors import SpecError
 from gangq.core.model import WorkloadSpec

@@ -35,7 +35,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from gangq.api.meta import Meta
-from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.api.pods import FieldContext, exact_quantity
+from gangq.api.quantity import to_canonical
 from gangq.api.workload import ORIGINAL_SCHEDULING_ANNOTATION, queue_name
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError

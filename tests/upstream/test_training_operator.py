@@ -36,7 +36,8 @@ from typing import Any
 
 import pytest
 
-from gangq.api.pods import FieldContext, exact_quantity, to_canonical
+from gangq.api.pods import FieldContext, exact_quantity
+from gangq.api.quantity import to_canonical
 from gangq.sandbox.errors import ApiError
 from tests.clusters import RealCluster
 from tests.controlplane.kube import get, wait_for
