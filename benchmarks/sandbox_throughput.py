@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ import urllib.request
 from typing import Any
 
 import aiohttp
+
+from gangq.controlplane.processes import free_port, stop_process
 
 TARGET_WRITES_PER_S = 1500.0
 NS = "bench"
@@ -54,12 +55,6 @@ app.router.add_post("/echo", echo)
 app.router.add_get("/healthz", ok)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
@@ -200,15 +195,6 @@ def _start(cmd: list[str], url: str) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", dest="json_out", help="write the results to this file as well as stdout")
@@ -219,15 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     count = 1000 if args.quick else args.count
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     echo = _start([sys.executable, "-c", ECHO_SERVER, str(port)], url)
     try:
         baseline = asyncio.run(bench_echo(url, count, args.concurrency))
     finally:
-        _stop(echo)
+        stop_process(echo)
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     sandbox = subprocess.Popen(
@@ -245,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             result["server_cpu_share"] = round((cpu1 - cpu0) / (t1 - t0), 2)
             result["server_cpu_us_per_write"] = round((cpu1 - cpu0) / result["writes"] * 1e6, 1)
     finally:
-        _stop(sandbox)
+        stop_process(sandbox)
 
     out = {
         "benchmark": "sandbox_throughput",

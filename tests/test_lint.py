@@ -52,10 +52,13 @@ def test_the_controller_imports_nothing_of_the_lab() -> None:
     assert result.stdout.strip() == "[]", result.stdout
 
 
-# What each part of gangq may import of the others (a module directly in gangq/ counts as a part).
-# The engine imports nothing of gangq; object models, kind descriptions and the reconciler's logic
-# never reach up into the controller; the lab (the emulator, the real control plane) is imported by
-# the controller only inside the functions that start a quick start (checked below).
+# What each part of gangq may import of the others (a module directly in gangq/ counts as a part);
+# no part reaches itself through others (checked below). The engine imports nothing of gangq; object
+# models, kind descriptions and the reconciler's logic never reach up into the controller; the lab
+# (the emulator, the real control plane) is imported by the controller only inside the functions
+# that start a quick start (checked below). In the lab the emulator sits above the real control
+# plane: it uses the node specs, fault rules and ports kept there, and `gangq sandbox up
+# --control-plane real` starts the real one.
 LAYERS: dict[str, set[str]] = {
     "core": set(),
     "api": {"core"},
@@ -65,10 +68,8 @@ LAYERS: dict[str, set[str]] = {
     "sim": {"api", "core", "observability", "resources"},
     "operator": {"api", "core", "integrations", "jobset", "observability", "resources", "gc_tuning", "quickstart",
                  "sandbox", "controlplane"},
-    # `gangq sandbox up --control-plane real` starts the real control plane, which reuses the
-    # emulator's node specs, fault rules and free_port: the one cycle left between two lab packages
     "sandbox": {"gc_tuning", "quickstart", "controlplane"},
-    "controlplane": {"resources", "sandbox"},
+    "controlplane": {"resources"},
     "resources": set(),
     "gc_tuning": set(),
     "quickstart": set(),
@@ -88,7 +89,31 @@ def _gangq_imports(path: Path) -> list[tuple[str, bool]]:
     return out
 
 
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (node → the nodes it points to) as the path that closes it, or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in done and (cycle := visit(nxt)) is not None:
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        if node not in done and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
 def test_every_part_imports_only_the_layers_below_it() -> None:
+    cycle = _cycle(LAYERS)
+    assert cycle is None, f"LAYERS has a cycle: {' -> '.join(cycle)}"
     offenders = []
     for path in sorted((ROOT / "gangq").rglob("*.py")):
         part = path.relative_to(ROOT / "gangq").parts[0].removesuffix(".py")
@@ -103,3 +128,30 @@ def test_every_part_imports_only_the_layers_below_it() -> None:
             elif part == "operator" and imported in LAB and module_level:
                 offenders.append(f"{path.relative_to(ROOT)} imports gangq.{imported} at module level")
     assert not offenders, offenders
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import cycle between the modules of gangq, counting every import: at module level, inside a
+    function, or for types only (under TYPE_CHECKING). A cycle that only a deferred import keeps from
+    failing still ties the modules' jobs together."""
+    modules: dict[str, Path] = {}
+    for path in sorted((ROOT / "gangq").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def module_of(name: str) -> str:  # "gangq.core.Engine" -> "gangq.core"; ends at "gangq"
+        while name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        imported: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported += [f"{node.module}.{a.name}" for a in node.names]
+        graph[name] = {module_of(n) for n in imported if n.startswith("gangq.")} - {name}
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])

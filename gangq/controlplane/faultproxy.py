@@ -1,10 +1,10 @@
-"""A fault-injecting proxy in front of the real kube-apiserver: the sandbox's faults on a real
+"""A fault-injecting proxy in front of the real kube-apiserver: the emulator's faults on a real
 control plane.
 
 A client (the controller under test) talks plain HTTP to the proxy on loopback with its own bearer
 token; the proxy forwards every request to kube-apiserver over TLS, streaming the answer (watches
 included), unless a fault rule says otherwise. The rules, their JSON form and the request counters
-are the sandbox's (:mod:`gangq.sandbox.faults`): the same ``Faults.add_rule(...)`` or ``POST
+are the emulator's (:mod:`gangq.controlplane.faults`): the same ``Faults.add_rule(...)`` or ``POST
 /debug/faults`` fails the same requests on both control planes. ``{"dropWatches": true}`` closes
 every watch stream open through the proxy, as a broken connection does; ``{"expireWatches": true}``
 ends each with an ERROR 410 event, as the API server ends a watch whose resourceVersion is too old.
@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from gangq.sandbox.faults import Faults, FaultsError
-from gangq.sandbox.runtime import free_port
+from gangq.controlplane.faults import Faults, FaultsError
+from gangq.controlplane.processes import free_port
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

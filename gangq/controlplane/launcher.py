@@ -10,8 +10,9 @@
    namespaces, service accounts and their tokens, TTL after finished, pod GC, endpoint slices) and
    no node lifecycle (kwok's nodes have no kubelet heartbeat to judge them by);
 4. kube-scheduler;
-5. the nodes of ``--nodes`` (the emulated sandbox's syntax and default), created through the API
-   with kwok's annotation, and kwok managing them with gangq's Stages (:mod:`gangq.controlplane.kwok`).
+5. the nodes of ``--nodes`` (the emulated sandbox's syntax and default: :mod:`gangq.controlplane.nodespec`),
+   created through the API with kwok's annotation, and kwok managing them with gangq's Stages
+   (:mod:`gangq.controlplane.kwok`).
 
 Every process logs to a file of the working directory; a component that exits or does not become
 ready in time stops the whole control plane with an error naming it and the end of its log.
@@ -44,7 +45,7 @@ import yaml
 from gangq.controlplane import kwok
 from gangq.controlplane.build import BuildError, bin_dir, build, missing
 from gangq.controlplane.pki import FRONT_PROXY_CLIENT, Pki
-from gangq.sandbox.runtime import free_port
+from gangq.controlplane.processes import free_port
 
 log = logging.getLogger(__name__)
 
@@ -419,7 +420,7 @@ class ControlPlane:
         return str(self.request("GET", "/version").get("gitVersion", "?"))
 
     def _create_nodes(self) -> None:
-        from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
+        from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
 
         specs = parse_node_spec(self.nodes or DEFAULT_NODE_SPEC)
         self.announce(f"creating {len(specs)} kwok nodes")
@@ -443,7 +444,7 @@ class ControlPlane:
     def replace_nodes(self, spec: str | None) -> None:
         """Make the nodes those of ``spec`` (a node SPEC as ``--nodes`` takes; None: no nodes).
         A node that already exists with the same labels, taints and allocatable stays as it is."""
-        from gangq.sandbox.nodespec import parse_node_spec
+        from gangq.controlplane.nodespec import parse_node_spec
 
         wanted = {n["metadata"]["name"]: n for n in (parse_node_spec(spec) if spec else [])}
         for node in self.request("GET", "/api/v1/nodes")["items"]:

@@ -53,8 +53,8 @@ def up_command(
     ] = ControlPlaneKind.emulated,
 ) -> None:
     """Run the sandbox in the foreground until Ctrl-C."""
+    from gangq.controlplane.nodespec import NodeSpecError
     from gangq.gc_tuning import tune_gc
-    from gangq.sandbox.nodespec import NodeSpecError
     from gangq.sandbox.runtime import up
 
     if control_plane is ControlPlaneKind.real:
@@ -87,8 +87,8 @@ def _up_real(
 ) -> None:
     """``--control-plane real``: the same options where they apply; the others are refused."""
     from gangq.controlplane.launcher import ControlPlaneError
+    from gangq.controlplane.nodespec import NodeSpecError, parse_node_spec
     from gangq.controlplane.runtime import serve
-    from gangq.sandbox.nodespec import NodeSpecError, parse_node_spec
 
     console = Console()
     refused = [flag for flag, given in (("--state-file", state_file is not None), ("--no-cluster", not cluster),

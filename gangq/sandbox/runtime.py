@@ -13,10 +13,8 @@ import contextlib
 import json
 import logging
 import os
-import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,8 @@ from typing import Any, TypeVar, cast
 
 from aiohttp import web
 
-from gangq.sandbox.faults import Faults
+from gangq.controlplane.faults import Faults
+from gangq.controlplane.processes import free_port
 from gangq.sandbox.server import make_app
 from gangq.sandbox.store import Store
 
@@ -38,42 +37,6 @@ __all__ = ["Sandbox", "SandboxServer", "free_port", "up", "write_kubeconfig"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-_LISTEN_PORTS_FROM = 10000
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    """The kernel's range of source ports for outgoing connections (Linux; IANA's elsewhere)."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 49152, 65535
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago, chosen below the kernel's ephemeral range.
-
-    A port handed out by ``bind(0)`` comes from the ephemeral range, which every outgoing
-    connection on the machine draws its source port from: between choosing the port and the
-    server (kube-apiserver, etcd) binding it, a client connection can take it and the server fails
-    with "address already in use". Ports below that range are only ever taken by listeners.
-    """
-    low, _high = _ephemeral_range()
-    rng = random.SystemRandom()
-    if low - _LISTEN_PORTS_FROM >= 1000:
-        for _ in range(50):
-            port = rng.randrange(_LISTEN_PORTS_FROM, low)
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def write_kubeconfig(path: Path | str, server: str, *, namespace: str = "default", name: str = "gangq-sandbox",
@@ -98,7 +61,7 @@ def write_kubeconfig(path: Path | str, server: str, *, namespace: str = "default
 
 
 def _nodes(spec: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
+    from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
 
     if spec is None:
         return parse_node_spec(DEFAULT_NODE_SPEC)

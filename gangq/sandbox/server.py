@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from gangq.controlplane.faults import Faults, FaultsError
 from gangq.sandbox import schema, tables
 from gangq.sandbox.admission import (
     DEFAULT_GROUPS,
@@ -36,7 +37,6 @@ from gangq.sandbox.admission import (
 )
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import ApiError, bad_request
-from gangq.sandbox.faults import Faults, FaultsError
 from gangq.sandbox.store import APPLY, Store
 from gangq.sandbox.watch import WatchEvent
 

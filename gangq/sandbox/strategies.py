@@ -8,7 +8,7 @@ and validation), and every other kind the no-op `Strategy`.
 
 Only what controllers and clients rely on is modelled: Pod and Job defaulting and immutability,
 namespace finalizers and phase, Service cluster IPs, CRD validation and acceptedNames, and the
-defaults and validation of admission webhook configurations (admission.py).
+defaults and validation of admission webhook configurations (webhookconfig.py).
 
 `decode_defaults` is what the real server applies while it decodes a request body (scheme defaults,
 CRD structural defaults, the built-in mutating admission plugins), before admission webhooks see the
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, cast
 
-from gangq.sandbox import admission, schema
+from gangq.sandbox import schema, webhookconfig
 from gangq.sandbox.builtin import ResourceInfo
 from gangq.sandbox.errors import invalid
 from gangq.sandbox.metadata import now
@@ -34,8 +34,8 @@ SERVICES = ("", "services")
 NODES = ("", "nodes")
 EVENTS = ("", "events")
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
-MUTATING_WEBHOOKS = (admission.GROUP, admission.MUTATING)
-VALIDATING_WEBHOOKS = (admission.GROUP, admission.VALIDATING)
+MUTATING_WEBHOOKS = (webhookconfig.GROUP, webhookconfig.MUTATING)
+VALIDATING_WEBHOOKS = (webhookconfig.GROUP, webhookconfig.VALIDATING)
 
 
 class StrategyContext(Protocol):
@@ -440,7 +440,7 @@ class NodeStrategy(Strategy):
 
 
 class WebhookConfigurationStrategy(Strategy):
-    """Mutating/ValidatingWebhookConfigurations: their v1 defaults and validation (admission.py)."""
+    """Mutating/ValidatingWebhookConfigurations: their v1 defaults and validation (webhookconfig.py)."""
 
     __slots__ = ("mutating",)
 
@@ -448,8 +448,8 @@ class WebhookConfigurationStrategy(Strategy):
         self.mutating = mutating
 
     def _check(self, info: ResourceInfo, obj: dict[str, Any], name: str) -> None:
-        admission.default_configuration(obj, mutating=self.mutating)
-        causes = admission.configuration_problems(obj, mutating=self.mutating)
+        webhookconfig.default_configuration(obj, mutating=self.mutating)
+        causes = webhookconfig.configuration_problems(obj, mutating=self.mutating)
         if causes:
             raise invalid(info, name, causes)
 

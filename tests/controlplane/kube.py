@@ -17,6 +17,7 @@ import yaml
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.controlplane.processes import stop_process
 from tests.operator import helpers
 
 RUN_CONFIG: dict[str, Any] = {
@@ -38,16 +39,6 @@ def gangq_command() -> list[str]:
     """The ``gangq`` command of this environment."""
     exe = shutil.which("gangq", path=str(Path(sys.executable).parent))
     return [exe] if exe else [sys.executable, "-c", "from gangq.cli import app; app()"]
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM, and SIGKILL after 10 s if it has not ended; waits for it to end."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @contextlib.contextmanager

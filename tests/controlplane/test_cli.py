@@ -15,7 +15,7 @@ import yaml
 
 from gangq.controlplane.build import KUBERNETES_VERSION
 from gangq.controlplane.launcher import ControlPlane
-from gangq.sandbox.runtime import free_port
+from gangq.controlplane.processes import free_port
 from tests.controlplane.kube import gangq_command, wait_for
 
 

@@ -143,9 +143,9 @@ def test_a_port_taken_before_the_api_server_binds_it_is_chosen_again(
 def test_free_ports_are_chosen_below_the_ephemeral_range() -> None:
     """Client connections take their source ports from the ephemeral range; a listener's port
     chosen there can be taken before the listener binds it."""
-    from gangq.sandbox.runtime import _ephemeral_range, free_port
+    from gangq.controlplane.processes import ephemeral_range, free_port
 
-    low, _ = _ephemeral_range()
+    low, _ = ephemeral_range()
     ports = {free_port() for _ in range(20)}
     assert all(10000 <= port < low for port in ports)
     assert len(ports) > 1

@@ -107,7 +107,7 @@ def test_a_compressed_answer_reaches_the_client_as_the_api_server_sent_it() -> N
 
     from aiohttp import web
 
-    from gangq.sandbox.runtime import free_port
+    from gangq.controlplane.processes import free_port
 
     big = {"kind": "ConfigMapList", "items": [{"data": {"x": "y" * 1000}}] * 200}
     seen: list[str] = []

@@ -19,9 +19,10 @@ import yaml
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.controlplane.processes import stop_process
 from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from tests.controlplane.install import install
-from tests.controlplane.kube import RUN_CONFIG, gangq_command, get, kubectl, stop_process, wait_for
+from tests.controlplane.kube import RUN_CONFIG, gangq_command, get, kubectl, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = ("gangq-controller-a", "gangq-controller-b")

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.controlplane.processes import free_port
 from gangq.observability.preview import DASHBOARD, substitute
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
-from gangq.sandbox.runtime import free_port
 from tests.clusters import RealCluster
 from tests.conftest import required_tool
 from tests.controlplane.kube import gangq_run, get, kubectl, wait_for

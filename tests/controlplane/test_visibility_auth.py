@@ -48,11 +48,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from gangq.controlplane.launcher import ControlPlane
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
+from gangq.controlplane.processes import free_port
 from gangq.operator.config import parse_config
 from gangq.operator.kube import Credentials
 from gangq.operator.leaderpod import LEADER_LABEL, POD_NAME_ENV, POD_NAMESPACE_ENV
 from gangq.operator.operator import OperatorThread
-from gangq.sandbox.runtime import free_port
 from tests.controlplane.install import install
 from tests.controlplane.kube import get, kubectl, namespace, wait_for
 

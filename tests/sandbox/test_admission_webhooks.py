@@ -32,7 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gangq.sandbox.runtime import Sandbox, free_port
+from gangq.controlplane.processes import free_port
+from gangq.sandbox.runtime import Sandbox
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 MUTATING = f"{ADMISSION}/mutatingwebhookconfigurations"

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
 from gangq.sandbox import cluster as cluster_module
 from gangq.sandbox.cluster import KubeletConfig, SimulatedCluster
 from gangq.sandbox.jobcontroller import COMPLETION_INDEX, TRACKING_FINALIZER
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC, parse_node_spec
 from gangq.sandbox.store import ApiError, Store
 
 NS = "default"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 from gangq.sandbox.runtime import Sandbox
 from tests.clusters import Cluster, RealCluster
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gangq.controlplane.nodespec import parse_node_spec
 from gangq.sandbox.cluster import SimulatedCluster, WorkQueue
 from gangq.sandbox.kubelet import (
     KubeletConfig,
@@ -17,7 +18,6 @@ from gangq.sandbox.kubelet import (
     restarts_container,
     running_status,
 )
-from gangq.sandbox.nodespec import parse_node_spec
 from gangq.sandbox.store import ApiError, ResourceInfo, Store
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC, NodeSpecError, canonical_quantity, parse_node_spec
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC, NodeSpecError, canonical_quantity, parse_node_spec
 
 
 def test_default_spec_is_four_gpu_nodes() -> None:

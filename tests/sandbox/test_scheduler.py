@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from gangq.sandbox.nodespec import parse_node_spec
+from gangq.controlplane.nodespec import parse_node_spec
 from gangq.sandbox.scheduler import (
     MOST_ALLOCATED,
     MSG_AFFINITY,

@@ -1,4 +1,8 @@
-"""Fault injection and request accounting for the sandbox API server.
+"""Fault injection and request accounting: the rules both control planes apply to API requests.
+
+The emulator's API server applies them itself (:mod:`gangq.sandbox.server`); on the real control
+plane a proxy in front of kube-apiserver does (:mod:`gangq.controlplane.faultproxy`), so the same
+rules fail the same requests on both.
 
 Rules match requests by verb (get, list, watch, create, update, patch, delete, deletecollection,
 or "*") and resource ("pods", "jobs.batch", "widgets.example.com", "pods/status", or "*"), and
