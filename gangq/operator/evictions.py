@@ -47,6 +47,7 @@ from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET
 from gangq.integrations.registry import pod_gang
 from gangq.jobset import constants as js
+from gangq.operator.entry import EntryState
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
 from gangq.operator.writer import Writer
@@ -196,7 +197,7 @@ class EvictionResync:
         entries = self.state.entries
         for key, due in list(self.waiting.items()):
             entry = entries.get(key)
-            if entry is None or entry.state != "Evicting" or not self.stopped(entry):
+            if entry is None or entry.state != EntryState.EVICTING or not self.stopped(entry):
                 del self.waiting[key]
                 continue
             if not self._settled(entry):  # its JobSet controller is busy with it: check again soon
@@ -212,7 +213,7 @@ class EvictionResync:
         while self.due and self.due[0][0] <= now:
             _, key = heapq.heappop(self.due)
             entry = entries.get(key)
-            if entry is None or entry.state != "Evicting":
+            if entry is None or entry.state != EntryState.EVICTING:
                 continue
             heapq.heappush(self.due, (now + RESYNC_SECONDS, key))
             if self._settled(entry):

@@ -24,7 +24,7 @@ from gangq.integrations.job import JOB
 from gangq.integrations.jobset import JOBSET
 from gangq.integrations.registry import child_of_jobset, queued, workload_owner
 from gangq.jobset import constants as js
-from gangq.operator.entry import Entry
+from gangq.operator.entry import Entry, EntryState
 from gangq.operator.evictions import EvictionResync, quiet
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
@@ -98,7 +98,7 @@ class Gangs:
             if entry.spec is not None and entry.key in self.state.engine.workloads:
                 self.state.finish(entry.key, now)
             entry.spec = None
-            entry.state = "Inadmissible"
+            entry.move(EntryState.INADMISSIBLE)
             entry.reason, entry.message = "InvalidSpec", str(err)
             entry.condition("QuotaReserved", False, "InvalidSpec", str(err), now)
             self.statuses.mark(entry, now, urgent=True)
@@ -109,11 +109,11 @@ class Gangs:
              "requests": {r: quantity_text(r, v) for r, v in ps.requests.items()}}
             for ps in spec.pod_sets
         ]
-        if entry.state == "Inadmissible":
-            entry.state = "Pending"
+        if entry.state == EntryState.INADMISSIBLE:
+            entry.move(EntryState.PENDING)
             entry.reason, entry.message = "Pending", "queued"
         self.state.engine.submit(spec, now)
-        if entry.state == "Pending":
+        if entry.state == EntryState.PENDING:
             self.statuses.mark(entry, now, urgent=False)
         return True
 
@@ -122,7 +122,7 @@ class Gangs:
         if not self.state.recovered.is_set():
             return
         for entry in list(self.state.entries.values()):
-            if entry.state == "Inadmissible":
+            if entry.state == EntryState.INADMISSIBLE:
                 self.submit(entry, now)
 
     def remap(self, kind: WorkloadKind, now: float) -> None:
@@ -135,7 +135,9 @@ class Gangs:
         for entry in list(self.state.entries.values()):
             if entry.kind is not kind:
                 continue
-            if entry.state == "Inadmissible" or (entry.state == "Pending" and kind.signature(entry.obj) != entry.sig):
+            if entry.state == EntryState.INADMISSIBLE or (
+                entry.state == EntryState.PENDING and kind.signature(entry.obj) != entry.sig
+            ):
                 self.submit(entry, now)
 
     def restore(self, entry: Entry, now: float) -> bool:
@@ -162,7 +164,7 @@ class Gangs:
             log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
             return False
         if stopping:
-            entry.state = "Evicting"
+            entry.move(EntryState.EVICTING)
             entry.admission = admission
             entry.cluster_queue = admission.cluster_queue
             entry.reason, entry.message = "Evicted", "stopping: evicted before a restart, its pods still run"
@@ -197,7 +199,7 @@ class Gangs:
         owner = child_of_jobset(obj)
         if owner is not None:  # an evicted JobSet's last child Job that could start pods has stopped
             entry = self.state.entries.get(owner)
-            if entry is not None and entry.state == "Evicting":
+            if entry is not None and entry.state == EntryState.EVICTING:
                 self.maybe_eviction_done(entry, now)
             return
         self.object_event(JOB, event_type, obj, now)
@@ -220,7 +222,7 @@ class Gangs:
         live = event_type != "DELETED" and not quiet(obj)
         jobs = self.child_jobs.get(gang)
         entry = self.state.entries.get(gang)
-        if not live and entry is not None and entry.state == "Evicting":
+        if not live and entry is not None and entry.state == EntryState.EVICTING:
             # the pods its Job controller created before this must come through the pod stream
             quiet_rvs = self.resync.quiet_rvs
             quiet_rvs[gang] = max(quiet_rvs.get(gang, 0), resource_version(obj))
@@ -235,7 +237,7 @@ class Gangs:
         if jobs:
             return False
         del self.child_jobs[gang]
-        return entry is not None and entry.state == "Evicting"
+        return entry is not None and entry.state == EntryState.EVICTING
 
     def object_event(self, kind: WorkloadKind, event_type: str, obj: dict[str, Any], now: float) -> None:
         """A watch event of a queued kind: queue, requeue, finish or forget its gang."""
@@ -281,33 +283,33 @@ class Gangs:
             if self.submit(entry, now) and not suspended:
                 self.hold_started(entry, now)
             return
-        if entry.state == "Finished":
+        if entry.state == EntryState.FINISHED:
             return
         if terminal is not None:
             self._finish(entry, terminal, now)
             return
-        if entry.state in ("Pending", "Inadmissible"):
+        if entry.state in (EntryState.PENDING, EntryState.INADMISSIBLE):
             if kind.signature(obj) != entry.sig:
                 self.submit(entry, now)
             if not suspended and not entry.writing:
                 if recorded_admission(obj) is None:
                     self.writer.write_suspend(entry, restore=False)
-                    if entry.state == "Pending":
+                    if entry.state == EntryState.PENDING:
                         self.hold_started(entry, now)
-                elif entry.state == "Pending":
+                elif entry.state == EntryState.PENDING:
                     self._admitted_unbeknown(entry, now)
-        elif entry.state == "Admitted":
+        elif entry.state == EntryState.ADMITTED:
             if suspended and not entry.writing:
                 # Someone else suspended an admitted workload: give its quota back and requeue it.
                 log.info("%s %s was suspended from outside: requeueing it", kind.kind, key)
                 self.state.finish(key, now)
-                entry.state = "Pending"
+                entry.move(EntryState.PENDING)
                 entry.admission = None
                 entry.condition("Admitted", False, "Suspended", f"the {kind.kind} was suspended", now)
                 entry.condition("QuotaReserved", False, "Pending", "requeued after an outside suspend", now)
                 self.submit(entry, now)
                 self.statuses.mark(entry, now, urgent=True)
-        elif entry.state == "Evicting":
+        elif entry.state == EntryState.EVICTING:
             self.maybe_eviction_done(entry, now)
 
     def _admitted_unbeknown(self, entry: Entry, now: float) -> None:
@@ -346,7 +348,7 @@ class Gangs:
             log.info("%s %s runs unsuspended and cannot be charged to a ClusterQueue (%s): queued as it is",
                      entry.kind.kind, entry.key, why)
             return
-        entry.state = "Evicting"
+        entry.move(EntryState.EVICTING)
         entry.admission = admission
         entry.cluster_queue = admission.cluster_queue
         entry.reason = STARTED_BEFORE_ADMISSION
@@ -372,7 +374,7 @@ class Gangs:
             metrics.started_before_admission_total.labels(entry.kind.kind).inc()
 
     def forget(self, entry: Entry, now: float) -> None:
-        if entry.state == "Pending" and entry.cluster_queue:
+        if entry.state == EntryState.PENDING and entry.cluster_queue:
             self.fronts.add(entry.cluster_queue)
         self.child_jobs.pop(entry.key, None)
         self.unreported_starts.discard(entry.key)
@@ -413,9 +415,9 @@ class Gangs:
     def deactivate(self, entry: Entry, message: str, now: float) -> None:
         entry.active = False
         self.state.engine.deactivate(entry.key, now, message)
-        if entry.state == "Inadmissible":
+        if entry.state == EntryState.INADMISSIBLE:
             return  # not in the engine; its spec error is what its Workload says
-        if entry.state == "Pending":
+        if entry.state == EntryState.PENDING:
             self._set_deactivated(entry, message, now)
 
     def _set_deactivated(self, entry: Entry, message: str, now: float) -> None:
@@ -430,7 +432,7 @@ class Gangs:
         entry.active = True
         self.state.engine.reactivate(entry.key, now)
         entry.requeue = None  # as Kueue: the pods-ready eviction count starts again
-        if entry.state == "Pending":
+        if entry.state == EntryState.PENDING:
             entry.reason, entry.message = "Pending", "reactivated: queued again"
             entry.condition("QuotaReserved", False, "Pending", entry.message, now)
             self.statuses.mark(entry, now, urgent=True)
@@ -441,7 +443,7 @@ class Gangs:
         self.finished[entry.uid] = None
         if len(self.finished) > FINISHED_REMEMBERED:
             del self.finished[next(iter(self.finished))]
-        entry.state = "Finished"
+        entry.move(EntryState.FINISHED)
         reason = "Succeeded" if terminal == js.COND_COMPLETED else "Failed"
         entry.condition("Finished", True, reason, f"JobSet {terminal}", now)
         self.statuses.mark(entry, now, urgent=True)
@@ -466,7 +468,7 @@ class Gangs:
         entry = self.state.entries.get(gang)
         if entry is None:
             return
-        if entry.state == "Pending" and not entry.kind.gates_pods and self.gang_pods.get(gang):
+        if entry.state == EntryState.PENDING and not entry.kind.gates_pods and self.gang_pods.get(gang):
             # Pods of a queued gang that gangq never admitted: its operator created them from a view
             # in which the object still ran unsuspended (it was created so, and gangq's suspension
             # ended before they came). They run outside every quota: charged and reported as a
@@ -477,11 +479,11 @@ class Gangs:
             self.unreported_starts.discard(gang)
             self._started_before_queued(entry)
         self._update_running(entry, now)
-        if entry.state == "Evicting":
+        if entry.state == EntryState.EVICTING:
             self.maybe_eviction_done(entry, now)
 
     def _update_running(self, entry: Entry, now: float) -> None:
-        if entry.state != "Admitted" or entry.spec is None:
+        if entry.state != EntryState.ADMITTED or entry.spec is None:
             return
         running = 0
         pods = self.state.engine.pods
@@ -504,7 +506,7 @@ class Gangs:
         """A stopping gang's pods and child Jobs as the API server lists them
         (:mod:`gangq.operator.evictions`): what is gone there is gone here."""
         entry = self.state.entries.get(key)
-        if entry is None or entry.state != "Evicting":
+        if entry is None or entry.state != EntryState.EVICTING:
             return
         listed = set(obj.get("pods") or [])
         for pod_key in self.gang_pods.get(key, set()) - listed:
@@ -559,7 +561,7 @@ class Gangs:
         self.state.engine.eviction_done(entry.key, now)
         self.unreported_starts.discard(entry.key)
         self._write_stopped(entry)
-        entry.state = "Pending"
+        entry.move(EntryState.PENDING)
         entry.admission = None
         entry.cluster_queue = None
         view = self.state.engine.workload(entry.key)
@@ -601,7 +603,7 @@ class Gangs:
             self.state.rvs[(entry.kind.plural, object_key(new))] = entry.rv
         if obj.get("objects"):
             self.objects_written(obj["objects"], now)
-        if entry.state == "Evicting":
+        if entry.state == EntryState.EVICTING:
             self.maybe_eviction_done(entry, now)
 
     def admission_failed(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
@@ -612,7 +614,7 @@ class Gangs:
         entry.writing = False
         if obj.get("objects"):
             self.objects_written(obj["objects"], now)
-        if entry.state != "Admitted":
+        if entry.state != EntryState.ADMITTED:
             return
         log.warning("%s %s: admission write failed (%s); requeueing", entry.kind.kind, key, obj.get("error"))
         metrics = self.state.metrics
@@ -620,7 +622,7 @@ class Gangs:
             with contextlib.suppress(Exception):
                 metrics.admission_error(entry.cluster_queue, "PatchFailed")
         self.state.finish(key, now)
-        entry.state = "Pending"
+        entry.move(EntryState.PENDING)
         entry.admission = None
         current = obj.get("object")
         if isinstance(current, dict) and resource_version(current) >= entry.rv:
@@ -689,7 +691,7 @@ class Gangs:
         self.fronts.clear()
 
     def mark_admitted(self, entry: Entry, d: Admission, now: float) -> None:
-        entry.state = "Admitted"
+        entry.move(EntryState.ADMITTED)
         entry.admission = d
         entry.cluster_queue = d.cluster_queue
         entry.reason, entry.message = "Admitted", f"admitted by ClusterQueue {d.cluster_queue}"
@@ -706,7 +708,7 @@ class Gangs:
     def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
         log.info("%s %s evicted from ClusterQueue %s (%s: %s): stopping its pods", entry.kind.kind, entry.key,
                  d.cluster_queue, d.reason, d.message)
-        entry.state = "Evicting"
+        entry.move(EntryState.EVICTING)
         self.resync.started(entry.key, now)
         entry.reason, entry.message = d.reason, d.message
         reason = d.reason

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from gangq.api.meta import object_key, rfc3339
 from gangq.core.errors import SpecError
-from gangq.operator.entry import Entry
+from gangq.operator.entry import Entry, EntryState
 from gangq.operator.kube import ApiError, resource_path
 from gangq.operator.state import ControllerState
 from gangq.operator.translate import API_VERSION, GPU, GROUP, VERSION, admission_json, quantity_text
@@ -69,7 +69,7 @@ class Statuses:
         ahead left tells its owner something false about what they wait for; the other positions
         are figures that ride along with the next write (one write per queue's new head, not one
         per pending gang per admission)."""
-        if entry.created and entry.state == "Pending" and not (entry.last_written or {}).get("next"):
+        if entry.created and entry.state == EntryState.PENDING and not (entry.last_written or {}).get("next"):
             self.mark(entry, now, urgent=True)
 
     def next_due(self) -> float | None:
@@ -85,20 +85,20 @@ class Statuses:
     def workload_status(self, entry: Entry) -> dict[str, Any]:
         """The Workload's status as it would be written now."""
         state = entry.state
-        shown = {"Evicting": "Evicted", "Inadmissible": "Inadmissible"}.get(state, state)
+        shown = "Evicted" if state is EntryState.EVICTING else state.value  # the status's text, a plain str
         position = pending = None
-        if state == "Pending":
+        if state is EntryState.PENDING:
             pos = self.state.engine.position(entry.key)
             if pos is not None:
                 position, pending = pos
-        if state == "Admitted":
+        if state is EntryState.ADMITTED:
             reason, message = "Admitted", entry.message
-        elif state == "Finished":
+        elif state is EntryState.FINISHED:
             cond = entry.conditions.get("Finished", {})
             reason, message = str(cond.get("reason", "Finished")), str(cond.get("message", ""))
         else:
             reason, message = entry.reason, entry.message
-        if state == "Pending" and position is not None:
+        if state is EntryState.PENDING and position is not None:
             message = f"{message}; position {position} of {pending}" if "position" not in message else message
         return {
             "state": shown,
@@ -193,12 +193,12 @@ class Statuses:
                 return  # forgotten meanwhile (deleted, recreated, no longer queued)
             status = self.workload_status(entry)
             comparable = _comparable(status)
-            if entry.state == "Finished":  # its last write: forget it (later events of the object are ignored)
+            if entry.state == EntryState.FINISHED:  # its last write: forget it (later events of the object are ignored)
                 self.state.entries.pop(key, None)
                 self.state.rvs.pop((entry.kind.plural, object_key(entry.obj)), None)
             if entry.created and (
                 comparable == entry.last_written
-                or (entry.state == "Pending" and _significant(comparable) == _significant(entry.last_written))
+                or (entry.state == EntryState.PENDING and _significant(comparable) == _significant(entry.last_written))
             ):
                 # Nothing changed, or a queued gang whose reason is back to the one written (or
                 # whose message alone moved): that rides along with its next write.
@@ -207,7 +207,7 @@ class Statuses:
             metrics = self.state.metrics
             if metrics is not None:
                 metrics.workload_status_writes_total.labels(status["state"]).inc()
-            if entry.state == "Pending":
+            if entry.state == EntryState.PENDING:
                 entry.last_pending_write = time.time()
             create = None if entry.created else self._workload_body(entry)
             entry.created = True
@@ -259,9 +259,9 @@ class Statuses:
     def _flush_queues(self) -> None:
         lq_counts: dict[str, list[int]] = {}
         for entry in self.state.entries.values():
-            if entry.state in ("Pending", "Inadmissible", "Admitted", "Evicting"):
+            if entry.state in (EntryState.PENDING, EntryState.INADMISSIBLE, EntryState.ADMITTED, EntryState.EVICTING):
                 counts = lq_counts.setdefault(entry.lq, [0, 0])
-                counts[0 if entry.state in ("Pending", "Inadmissible") else 1] += 1
+                counts[0 if entry.state in (EntryState.PENDING, EntryState.INADMISSIBLE) else 1] += 1
         for kind_key in list(self.queue_written):
             kind, _, name = kind_key.partition(":")
             if kind == "cq":
