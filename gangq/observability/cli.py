@@ -19,7 +19,6 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gangq.observability.http import PREFIX
+from gangq.observability.kubeconfig import list_kube_config_contexts, load_incluster_config, load_kube_config
 
 QUICKSTART_URL = "https://127.0.0.1:8443"
 """Where the quick start serves the API (``gangq run`` with the sandbox, gangq.operator.visibility)."""
@@ -94,9 +94,6 @@ class Kube:
     def __init__(self, kubeconfig: str | None) -> None:
         from kubernetes import client, config
 
-        # the kubernetes client leaves its config loaders unannotated
-        load_kube_config = cast(Callable[..., None], config.load_kube_config)
-        load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
         self.path: Path | None = None
         configuration = client.Configuration()
         try:
@@ -236,12 +233,6 @@ def list_queues(kubeconfig: str | None, namespace: str | None) -> tuple[Objects,
     kubeconfig's), and a note on what could not be listed."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
-
-    # the kubernetes client leaves its config functions unannotated
-    load_kube_config = cast(Callable[..., None], config.load_kube_config)
-    load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
-    list_kube_config_contexts = cast(
-        Callable[..., tuple[list[dict[str, Any]], dict[str, Any] | None]], config.list_kube_config_contexts)
 
     def items(listing: object) -> Objects:  # a list's JSON body, which the client types as object
         return cast(Objects, cast(dict[str, Any], listing)["items"])

@@ -52,7 +52,7 @@ def reactivate_hint(entry: Entry) -> str:
 
 FINISHED_REMEMBERED: Final = 200_000
 """Uids of finished queued objects kept (oldest dropped first): a late event of a finished and forgotten
-JobSet must not queue it again."""
+workload, of any queued kind, must not queue it again."""
 
 
 class Gangs:

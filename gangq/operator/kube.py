@@ -17,12 +17,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import aiohttp
 
 from gangq import __version__
 from gangq.api.meta import Meta
+from gangq.observability.kubeconfig import load_incluster_config, load_kube_config
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,6 @@ class Credentials:
         account. Raises ``kubernetes.config.ConfigException`` when neither is available."""
         from kubernetes import client, config
 
-        # the kubernetes client leaves its config loaders unannotated
-        load_kube_config = cast(Callable[..., None], config.load_kube_config)
-        load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
         cfg = client.Configuration()
         try:
             load_kube_config(
