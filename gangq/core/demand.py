@@ -192,11 +192,12 @@ class ShapeQueue:
     limit is shorter than that" skips whole chunks of gangs that cannot pass.
     """
 
-    __slots__ = ("chunks", "limits", "maxes", "mins", "shape", "size", "totals")
+    __slots__ = ("chunks", "demand", "limits", "maxes", "mins", "shape", "size", "totals")
 
     def __init__(self, shape: tuple[object, ...], totals: dict[str, int]) -> None:
         self.shape = shape
         self.totals = totals
+        self.demand = tuple(totals.items())  # totals as pairs: a retry's candidate filter reads it
         self.chunks: list[list[OrderKey]] = []
         self.limits: list[list[float]] = []  # parallel to chunks
         self.maxes: list[OrderKey] = []  # the last key of each chunk
@@ -282,3 +283,117 @@ class ShapeQueue:
             if c == n:
                 return None
             i = 0
+
+
+class ShapeIndex:
+    """A ClusterQueue's :class:`ShapeQueue` s, grouped by the resources their shape requests, each
+    group sorted by its shapes' total of each resource: :meth:`fitting` finds the shapes whose
+    totals fit a bound by the resource that rules out the most of them, and checks only those.
+
+    Why: a retry's candidate walk (:class:`gangq.core.walk.CandidateWalk`) starts from the shapes
+    that fit what the queue may take, and in a saturated cluster that is few of many; checked one
+    by one, every retry of every queue paid for each shape it has.
+    """
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, ...], _ShapeGroup] = {}
+
+    def add(self, shape: ShapeQueue) -> None:
+        names = tuple(sorted(shape.totals))
+        group = self.groups.get(names)
+        if group is None:
+            group = self.groups[names] = _ShapeGroup(names)
+        group.add(shape)
+
+    def remove(self, shape: ShapeQueue) -> None:
+        names = tuple(sorted(shape.totals))
+        group = self.groups[names]
+        group.remove(shape)
+        if group.empty():
+            del self.groups[names]
+
+    def fitting(self, bounds: list[dict[str, int]]) -> list[ShapeQueue]:
+        """The shapes whose totals fit one of ``bounds`` (resource → amount; missing: 0)."""
+        if len(bounds) == 1:
+            out: list[ShapeQueue] = []
+            for group in self.groups.values():
+                group.fitting(bounds[0], out)
+            return out
+        seen: dict[ShapeQueue, None] = {}
+        for bound in bounds:
+            found: list[ShapeQueue] = []
+            for group in self.groups.values():
+                group.fitting(bound, found)
+            for shape in found:
+                seen[shape] = None
+        return list(seen)
+
+
+class _ShapeGroup:
+    """The shapes that request exactly ``names``: per resource, their totals of it in ascending
+    order with the shapes in the same order."""
+
+    __slots__ = ("amounts", "members", "names", "unsorted")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.amounts: list[list[int]] = [[] for _ in names]
+        self.members: list[list[ShapeQueue]] = [[] for _ in names]
+        self.unsorted: list[ShapeQueue] = []  # shapes that request nothing (they fit every bound)
+
+    def empty(self) -> bool:
+        return not self.members[0] if self.names else not self.unsorted
+
+    def add(self, shape: ShapeQueue) -> None:
+        if not self.names:
+            self.unsorted.append(shape)
+            return
+        totals = shape.totals
+        for i, name in enumerate(self.names):
+            amounts = self.amounts[i]
+            at = bisect_right(amounts, totals[name])
+            amounts.insert(at, totals[name])
+            self.members[i].insert(at, shape)
+
+    def remove(self, shape: ShapeQueue) -> None:
+        if not self.names:
+            self.unsorted.remove(shape)
+            return
+        totals = shape.totals
+        for i, name in enumerate(self.names):
+            amounts = self.amounts[i]
+            members = self.members[i]
+            at = bisect_left(amounts, totals[name])
+            while members[at] is not shape:
+                at += 1
+            del amounts[at]
+            del members[at]
+
+    def fitting(self, bound: dict[str, int], out: list[ShapeQueue]) -> None:
+        """Append the shapes of the group whose totals fit ``bound`` to ``out``."""
+        names = self.names
+        if not names:
+            out.extend(self.unsorted)
+            return
+        best = 0
+        most = len(self.members[0]) + 1
+        for i, name in enumerate(names):
+            end = bisect_right(self.amounts[i], bound.get(name, 0))
+            if end < most:
+                if end == 0:
+                    return
+                best = i
+                most = end
+        members = self.members[best]
+        if len(names) == 1:
+            out.extend(members[:most])
+            return
+        for j in range(most):
+            shape = members[j]
+            for name, amount in shape.demand:
+                if amount > bound.get(name, 0):
+                    break
+            else:
+                out.append(shape)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from gangq.core.chunks import SortedChunks
 from gangq.core.decisions import Admission, PendingReason
-from gangq.core.demand import DemandClass, OrderKey, ShapeQueue, merge_keys
+from gangq.core.demand import DemandClass, OrderKey, ShapeIndex, ShapeQueue, merge_keys
 from gangq.core.flavors import FlavorOptions
 from gangq.core.model import ClusterQueueSpec, FlavorResource, WorkloadSpec, flavor_resource
 from gangq.core.quota import QuotaNode
@@ -239,6 +239,7 @@ class ClusterQueueState:
         "node",
         "preempted_total",
         "protected_head",
+        "shape_index",
         "shapes",
         "spec",
     )
@@ -272,6 +273,7 @@ class ClusterQueueState:
         self.multi_pod_set = 0
         # Its waiting (inadmissible) gangs by shape (see ShapeQueue).
         self.shapes: dict[tuple[object, ...], ShapeQueue] = {}
+        self.shape_index = ShapeIndex()  # the same shapes, by what they request
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
@@ -394,6 +396,7 @@ class ClusterQueueState:
             shapes.remove(wl.order_key)
             if not shapes:
                 del self.shapes[wl.shape]
+                self.shape_index.remove(shapes)
         else:
             return
         self._index(wl, False)
@@ -410,6 +413,7 @@ class ClusterQueueState:
         shapes = self.shapes.get(wl.shape)
         if shapes is None:
             shapes = self.shapes[wl.shape] = ShapeQueue(wl.shape, wl.totals)
+            self.shape_index.add(shapes)
         limit = wl.spec.runtime_limit
         shapes.add(wl.order_key, math.inf if limit is None else limit)
 

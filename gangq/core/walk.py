@@ -47,11 +47,26 @@ class CandidateWalk:
     the cycle then starts the walk again behind that gang (:attr:`skipped`).
     """
 
-    __slots__ = ("dead", "heap", "index", "kept", "marks", "parked", "protected", "shapes", "skipped", "stop")
+    __slots__ = (
+        "by_shape",
+        "dead",
+        "heap",
+        "index",
+        "kept",
+        "marks",
+        "parked",
+        "protected",
+        "shapes",
+        "skipped",
+        "stop",
+    )
 
     def __init__(self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool) -> None:
-        self.shapes: list[ShapeQueue] = [shape for shape in cq.shapes.values() if fits_any(shape.totals, bounds)]
-        self.index: dict[tuple[object, ...], int] = {shape.shape: i for i, shape in enumerate(self.shapes)}
+        self.by_shape = cq.shapes
+        self.shapes: list[ShapeQueue] = cq.shape_index.fitting(bounds) if bounds else []
+        # Position of each shape in ``shapes``, keyed by the ShapeQueue itself (hashed by identity,
+        # not by its shape tuple); made when first asked for (:meth:`_position`).
+        self.index: dict[ShapeQueue, int] | None = None
         # (next gang, shape index) of the shapes without a mark, from the last key asked for
         # (built at the first ask); shapes with a mark whose entry came up wait in ``parked``.
         self.heap: list[tuple[OrderKey, int]] | None = None
@@ -69,9 +84,16 @@ class CandidateWalk:
     def empty(self) -> bool:
         return not self.shapes and not self.kept
 
+    def _positions(self) -> dict[ShapeQueue, int]:
+        index = self.index
+        if index is None:
+            index = self.index = {shape: i for i, shape in enumerate(self.shapes)}
+        return index
+
     def _shape_of(self, wl: Workload) -> ShapeQueue | None:
-        i = self.index.get(wl.shape)
-        return None if i is None else self.shapes[i]
+        """``wl``'s shape, if it is one of the walk's."""
+        shape = self.by_shape.get(wl.shape)
+        return shape if shape is not None and shape in self._positions() else None
 
     def holds(self, wl: Workload) -> bool:
         """Is ``wl`` among the candidates (before any skipping)?"""
@@ -95,11 +117,12 @@ class CandidateWalk:
 
     def refilter(self, bounds: list[dict[str, int]]) -> None:
         """The bounds shrank: drop the shapes that no longer fit them."""
-        shapes = [shape for shape in self.shapes if fits_any(shape.totals, bounds)]
+        shapes = [shape for shape in self.shapes if fits_any(shape.demand, bounds)]
         if len(shapes) != len(self.shapes):
             self.shapes = shapes
-            self.index = {shape.shape: i for i, shape in enumerate(shapes)}
-            self.dead = {shape: mark for shape, mark in self.dead.items() if shape.shape in self.index}
+            self.index = None
+            index = self._positions()
+            self.dead = {shape: mark for shape, mark in self.dead.items() if shape in index}
             self.heap = None
             self.parked.clear()
 
@@ -148,7 +171,7 @@ class CandidateWalk:
             for shape, mark in list(dead.items()):
                 if mark[0] != state:  # the state changed: its gangs are candidates again
                     del dead[shape]
-                    i = self.index[shape.shape]
+                    i = self._positions()[shape]
                     if i in self.parked:
                         self.parked.discard(i)
                         found = shape.first_from(key, None)
@@ -195,10 +218,11 @@ class CandidateWalk:
         return best
 
 
-def fits_any(totals: dict[str, int], bounds: list[dict[str, int]]) -> bool:
-    """Does a demand of ``totals`` fit one of ``bounds`` (resource → amount; missing: 0)?"""
+def fits_any(demand: tuple[tuple[str, int], ...], bounds: list[dict[str, int]]) -> bool:
+    """Does ``demand`` ((resource, amount) pairs) fit one of ``bounds`` (resource → amount;
+    missing: 0)?"""
     for bound in bounds:
-        for resource, amount in totals.items():
+        for resource, amount in demand:
             if amount > bound.get(resource, 0):
                 break
         else:
