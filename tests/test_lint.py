@@ -64,7 +64,7 @@ LAYERS: dict[str, set[str]] = {
     "api": {"core"},
     "jobset": {"api", "core"},
     "integrations": {"api", "core", "jobset"},
-    "observability": {"core"},
+    "observability": {"api", "core"},
     "sim": {"api", "core", "observability", "resources"},
     "operator": {"api", "core", "integrations", "jobset", "observability", "resources", "gc_tuning", "quickstart",
                  "sandbox", "controlplane"},

@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gangq.api.meta import Meta, conditions, find_condition
 from gangq.observability.http import PREFIX
 from gangq.observability.kubeconfig import list_kube_config_contexts, load_incluster_config, load_kube_config
 
@@ -219,10 +220,11 @@ def render(page: dict[str, Any], console: Console) -> None:
 
 
 def _condition(obj: dict[str, Any], kind: str = "Active") -> str:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return f"{cond.get('status')} ({cond.get('reason', '')})" if cond.get("status") != "True" else "True"
-    return "?"
+    """The ``kind`` condition of ``obj`` for a table: ``True``, ``STATUS (REASON)``, or ``?`` when absent."""
+    cond = find_condition(conditions(obj), kind)
+    if cond is None:
+        return "?"
+    return "True" if cond.get("status") == "True" else f"{cond.get('status')} ({cond.get('reason', '')})"
 
 
 Objects = list[dict[str, Any]]
@@ -270,9 +272,9 @@ def render_queues(cqs: Objects, lqs: Objects, note: str, console: Console) -> No
         table = Table(title="ClusterQueues", title_justify="left")
         for column in ("name", "cohort", "pending", "admitted", "GPU", "active"):
             table.add_column(column, justify="right" if column in ("pending", "admitted") else "left")
-        for cq in sorted(cqs, key=lambda o: o["metadata"]["name"]):
+        for cq in sorted(cqs, key=lambda o: Meta(o).name):
             st = cq.get("status") or {}
-            table.add_row(cq["metadata"]["name"], (cq.get("spec") or {}).get("cohort") or "-",
+            table.add_row(Meta(cq).name, (cq.get("spec") or {}).get("cohort") or "-",
                           str(st.get("pendingWorkloads", 0)), str(st.get("admittedWorkloads", 0)),
                           st.get("gpu") or "-", _condition(cq))
         console.print(table)
@@ -280,9 +282,10 @@ def render_queues(cqs: Objects, lqs: Objects, note: str, console: Console) -> No
         table = Table(title="LocalQueues", title_justify="left")
         for column in ("namespace", "name", "ClusterQueue", "pending", "admitted", "active"):
             table.add_column(column, justify="right" if column in ("pending", "admitted") else "left")
-        for lq in sorted(lqs, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
+        for lq in sorted(lqs, key=lambda o: (Meta(o).namespace, Meta(o).name)):
             st = lq.get("status") or {}
-            table.add_row(lq["metadata"].get("namespace", ""), lq["metadata"]["name"],
+            meta = Meta(lq)
+            table.add_row(meta.namespace, meta.name,
                           (lq.get("spec") or {}).get("clusterQueue", ""), str(st.get("pendingWorkloads", 0)),
                           str(st.get("admittedWorkloads", 0)), _condition(lq))
         console.print(table)

@@ -21,12 +21,12 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from gangq.api.meta import rfc3339
 from gangq.observability.auth import Attributes, Guard, Unauthorized, User
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class PendingItem:
             "priority": self.priority,
             "positionInClusterQueue": self.position_in_cluster_queue,
             "positionInLocalQueue": self.position_in_local_queue,
-            "pendingSince": _rfc3339(self.pending_since),
+            "pendingSince": rfc3339(self.pending_since),
             "waitSeconds": round(self.wait_seconds, 3),
             "reason": self.reason,
             "message": self.message,
@@ -150,10 +150,6 @@ class PendingPage:
 
 PendingSource = Callable[[PendingQuery], "PendingPage | Awaitable[PendingPage | None] | None"]
 """Answers a query, or None when the queue does not exist (HTTP 404). May be a coroutine function."""
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def engine_source(engine: Engine, clock: Callable[[], float] = time.time) -> PendingSource:
