@@ -126,7 +126,7 @@ def cluster_factory(
     if request.param == "emulated":
         yield sandbox_factory
         return
-    from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+    from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 
     real: RealCluster = request.getfixturevalue("real_cluster")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gangq.controlplane import upstream
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
 from tests.conftest import _unavailable, require_real_control_plane
 from tests.controlplane.kube import RUN_CONFIG, gangq_run, get, wait_for

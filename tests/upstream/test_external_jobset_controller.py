@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 from gangq.controlplane.pki import CONTROLLER_NAMESPACE
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
 from tests.controlplane.kube import RUN_CONFIG as CONFIG
 from tests.controlplane.kube import gangq_run, get, wait_for

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gangq.sandbox.nodespec import DEFAULT_NODE_SPEC
+from gangq.controlplane.nodespec import DEFAULT_NODE_SPEC
 from tests.clusters import RealCluster
 from tests.jobset.conftest import OPERATOR
 
