@@ -221,8 +221,17 @@ def run_cli(what: str, build_fn: Callable[[Callable[[str], None]], Path], done: 
     print(target)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """``python -m gangq.controlplane.build``: build what is missing, print where it is."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m gangq.controlplane.build",
+        description="Build those of the real control plane's binaries ("
+        + ", ".join(b.name for b in BINARIES) + ") that are missing, from the Go modules pinned in "
+        f"hack/control-plane, into ${BIN_ENV} or ~/.cache/gangq/control-plane/<key>/bin, and print "
+        "that directory.",
+    ).parse_args(argv)
     run_cli("building the control plane", lambda progress: build(progress=progress),
             lambda target: f"control-plane binaries in {target}")
 

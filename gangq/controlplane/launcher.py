@@ -190,7 +190,7 @@ class ControlPlane:
             if not build_missing:
                 raise ControlPlaneError(
                     f"control-plane binaries missing in {self.bin}: {', '.join(missing(self.bin))} "
-                    "(build them with: gangq sandbox build-control-plane)"
+                    "(build them with: python -m gangq.controlplane.build)"
                 )
             try:
                 self.bin = build(progress=self.announce)
