@@ -3,8 +3,8 @@
 - :mod:`gangq.operator.operator` — ``run_operator()``: leader election, recovery, kopf, the loop;
 - :mod:`gangq.operator.controller` — the controller, wiring its parts: :mod:`~gangq.operator.loop`
   (the scheduling loop that owns the engine), :mod:`~gangq.operator.kinds` (one handler per watched
-  kind), :mod:`~gangq.operator.gangs` (a queued JobSet's life), :mod:`~gangq.operator.writer` (write
-  lanes, JobSet patches, Events), :mod:`~gangq.operator.status` (Workload and queue status),
+  kind), :mod:`~gangq.operator.gangs` (a queued workload's life), :mod:`~gangq.operator.writer` (write
+  lanes, the queued objects' patches, Events), :mod:`~gangq.operator.status` (Workload and queue status),
   :mod:`~gangq.operator.recovery` (the restart), :mod:`~gangq.operator.translate` (Kubernetes
   objects → engine specs), :mod:`~gangq.operator.state` and :mod:`~gangq.operator.entry` (what
   they share);

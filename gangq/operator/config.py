@@ -43,7 +43,7 @@ class StatusConfig(_Model):
     """How often status is written (the write budget, docs/operator.md)."""
 
     workload_delay_seconds: float = Field(default=2.0, alias="workloadDelaySeconds", ge=0)
-    # 5 s, not longer: until then ``kubectl get workloads`` does not show a queued JobSet at all, and a
+    # 5 s, not longer: until then ``kubectl get workloads`` does not show a queued workload at all, and a
     # researcher asking "why is my job pending?" finds nothing to read.
     pending_delay_seconds: float = Field(default=5.0, alias="pendingDelaySeconds", ge=0)
     pending_min_interval_seconds: float = Field(default=60.0, alias="pendingMinIntervalSeconds", ge=0)

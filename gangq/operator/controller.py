@@ -3,8 +3,8 @@
 - :mod:`~gangq.operator.translate` — Kubernetes objects → engine specs, keys, quantities (pure);
 - :mod:`~gangq.operator.state` — the engine and what is held beside it, shared by the parts below;
 - :mod:`~gangq.operator.kinds` — one handler per watched kind, in an explicit table;
-- :mod:`~gangq.operator.gangs` — the life of a queued JobSet: submitted, admitted, evicted, finished;
-- :mod:`~gangq.operator.writer` — the write lanes, JobSet patches and Events;
+- :mod:`~gangq.operator.gangs` — the life of a queued workload: submitted, admitted, evicted, finished;
+- :mod:`~gangq.operator.writer` — the write lanes, the patches of the queued objects and Events;
 - :mod:`~gangq.operator.status` — Workload, ClusterQueue and LocalQueue status, and when it is written;
 - :mod:`~gangq.operator.recovery` — the restart: rebuild the engine from the API;
 - :mod:`~gangq.operator.loop` — the scheduling loop that owns the engine.
@@ -24,7 +24,7 @@ from gangq.operator.gangs import Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import KubeClient
 from gangq.operator.loop import SchedulingLoop
-from gangq.operator.recovery import recover, resync_jobsets
+from gangq.operator.recovery import recover, resync_queued
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
 from gangq.operator.writer import Writer
@@ -75,8 +75,8 @@ class Controller:
     async def recover(self) -> None:
         await recover(self.state, self.kinds, self.gangs, self.statuses)
 
-    async def resync_jobsets(self) -> None:
-        await resync_jobsets(self.state, lambda plural, obj: self.enqueue(plural, "DELETED", obj))
+    async def resync_queued(self) -> None:
+        await resync_queued(self.state, lambda plural, obj: self.enqueue(plural, "DELETED", obj))
 
     async def run(self) -> None:
         """Recover if not done yet, then run the scheduling loop until :meth:`stop`."""

@@ -111,7 +111,7 @@ class Entry:
         self.last_written: dict[str, Any] | None = None
         self.last_pending_write = 0.0
         self.pod_sets: list[dict[str, Any]] = []
-        self.writing = False  # a JobSet patch (admission or suspend) is in flight
+        self.writing = False  # a patch of the object (admission or suspend) is in flight
         # what proved its eviction done ("streams", "read"; "" not yet): gangq.operator.evictions
         self.stop_confirmed = ""
         self.active = True  # the Workload's spec.active, as seen or written (False: deactivated)

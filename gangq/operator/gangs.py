@@ -1,9 +1,9 @@
-"""The life of a queued JobSet: submitted as a gang, admitted, evicted, finished — in the engine, on
-its Workload's status, and as writes to the JobSet.
+"""The life of a queued workload (any kind of :mod:`gangq.integrations`): submitted as a gang,
+admitted, evicted, finished — in the engine, on its Workload's status, and as writes to the object.
 
 Inputs are the watch events of the queued kinds (:meth:`Gangs.object_event`: JobSets, Jobs; see
 :mod:`gangq.integrations`), their pods' progress, the
-engine's decisions (:meth:`Gangs.handle`) and the outcomes of our own JobSet patches
+engine's decisions (:meth:`Gangs.handle`) and the outcomes of our own patches of those objects
 (:meth:`Gangs.written`, :meth:`Gangs.admission_failed`). Everything runs on the scheduling loop.
 """
 
@@ -141,12 +141,12 @@ class Gangs:
                 self.submit(entry, now)
 
     def restore(self, entry: Entry, now: float) -> bool:
-        """Put an admitted JobSet back into the engine with the ClusterQueue and flavors recorded
+        """Put an admitted object back into the engine with the ClusterQueue and flavors recorded
         when it was admitted (its pods run with those flavors' labels)."""
         return self._restore(entry, recorded_admission(entry.obj), now, stopping=False)
 
     def restore_stopping(self, entry: Entry, now: float) -> bool:
-        """Put back a JobSet that was evicted (suspended) before the restart and whose pods still
+        """Put back an object that was evicted (suspended) before the restart and whose pods still
         run: it holds the admission its eviction record names until they are gone."""
         record = recorded_eviction(entry.obj) or {}
         admission = record.get("admission")
@@ -161,7 +161,7 @@ class Gangs:
         restore = engine.restore_stopping if stopping else engine.restore
         admission, why = restore(spec, recorded["clusterQueue"], flavors, now)
         if admission is None:
-            log.warning("recovery: JobSet %s cannot keep its recorded admission: %s", entry.key, why)
+            log.warning("recovery: %s %s cannot keep its recorded admission: %s", entry.kind.kind, entry.key, why)
             return False
         if stopping:
             entry.move(EntryState.EVICTING)
@@ -169,14 +169,14 @@ class Gangs:
             entry.cluster_queue = admission.cluster_queue
             entry.reason, entry.message = "Evicted", "stopping: evicted before a restart, its pods still run"
             self.resync.started(entry.key, now)
-            log.info("recovery: JobSet %s was evicted and its pods still run: it keeps ClusterQueue %s's quota "
-                     "until they are gone", entry.key, admission.cluster_queue)
+            log.info("recovery: %s %s was evicted and its pods still run: it keeps ClusterQueue %s's quota "
+                     "until they are gone", entry.kind.kind, entry.key, admission.cluster_queue)
             return True
         self.mark_admitted(entry, admission, now)
-        if why:  # kept running over a quota that shrank: said on the Workload, the JobSet and /metrics
+        if why:  # kept running over a quota that shrank: said on the Workload, the object and /metrics
             message = (f"kept running after a restart, {why}; ClusterQueue {admission.cluster_queue} admits "
                        "nothing more of it until its usage is within its quota")
-            log.warning("recovery: JobSet %s %s", entry.key, message)
+            log.warning("recovery: %s %s %s", entry.kind.kind, entry.key, message)
             entry.condition(OVER_QUOTA, True, OVER_QUOTA_REASON, message, now)
             self.writer.post_event(entry, "Warning", OVER_QUOTA_REASON, message)
             metrics = self.state.metrics
@@ -406,10 +406,10 @@ class Gangs:
             return
         active = workload_active(obj)
         if not active and entry.active:
-            log.info("Workload %s: spec.active is false: deactivating JobSet %s", key, entry.key)
+            log.info("Workload %s: spec.active is false: deactivating %s %s", key, entry.kind.kind, entry.key)
             self.deactivate(entry, DEACTIVATED_BY_ADMIN, now)
         elif active and not entry.active:
-            log.info("Workload %s: spec.active is true: queueing JobSet %s again", key, entry.key)
+            log.info("Workload %s: spec.active is true: queueing %s %s again", key, entry.kind.kind, entry.key)
             self.reactivate(entry, now)
 
     def deactivate(self, entry: Entry, message: str, now: float) -> None:
@@ -587,11 +587,12 @@ class Gangs:
             self.writer.write_stopped(entry)
 
     # ------------------------------------------------------------------------------------------
-    # Outcomes of our JobSet patches
+    # Outcomes of our patches of the queued objects
     # ------------------------------------------------------------------------------------------
 
     def written(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
-        """A JobSet patch of ours is answered (``obj["object"]``: the JobSet as patched, if any)."""
+        """A patch of ours to a queued object is answered (``obj["object"]``: the object as patched, if
+        any)."""
         entry = self.state.entries.get(key)
         if entry is None:
             return
@@ -637,7 +638,7 @@ class Gangs:
     # ------------------------------------------------------------------------------------------
 
     def handle(self, decisions: list[Decision], now: float) -> None:
-        """Apply the engine's decisions: admissions and evictions become JobSet patches, pending
+        """Apply the engine's decisions: admissions and evictions become patches of the objects, pending
         reasons Workload status (a new reason is written, rate-limited; a new message with the same
         reason — the free quota moved — rides along with the next write)."""
         for d in decisions:

@@ -1,7 +1,7 @@
 """A small asyncio REST client for the Kubernetes API (aiohttp), used for the operator's writes.
 
 kopf owns the watches; this client does the initial LISTs of a restart, the writes the scheduling
-loop decides on (JobSet patches, Workload creates and status patches, queue statuses, Events,
+loop decides on (the queued objects' patches, Workload creates and status patches, queue statuses, Events,
 Leases) and the CRD install. It reads credentials from a kubeconfig or the in-cluster service
 account through the ``kubernetes`` package, limits requests with a token bucket (``qps``,
 ``burst``) and counts its writes by resource (tests and metrics read ``writes``).

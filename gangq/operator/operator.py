@@ -312,7 +312,7 @@ async def run_operator(
             _take_back_signals(stop)
             late_kinds = asyncio.ensure_future(LateKinds(client, registry, settings, insights, vault).run(stop))
             await asyncio.sleep(3.0)
-            await controller.resync_jobsets()
+            await controller.resync_queued()
             await late_kinds
 
         resync_task = asyncio.ensure_future(resync())

@@ -2,7 +2,7 @@
 
 Recovery works on a complete view or not at all: every list is retried until it succeeds, and
 until then the controller admits, evicts and writes nothing. A recovery that went on without its
-ClusterQueues (a 503 for a few seconds during a rollout) found every admitted JobSet's queue
+ClusterQueues (a 503 for a few seconds during a rollout) found every admitted gang's queue
 missing and suspended them: running training jobs stopped by a blip.
 
 List the queue objects, nodes, pods, the objects gangs are built from (a TrainJob's runtimes) and
@@ -213,7 +213,7 @@ async def crd_exists(state: ControllerState, group: str, plural: str) -> bool:
     return True
 
 
-async def resync_jobsets(state: ControllerState, forget: Callable[[str, dict[str, Any]], None]) -> None:
+async def resync_queued(state: ControllerState, forget: Callable[[str, dict[str, Any]], None]) -> None:
     """After the watches started: forget queued objects of every kind deleted between the
     recovery list and kopf's own initial list (no DELETED event reaches us for them).
     ``forget(plural, obj)`` queues a DELETED event."""

@@ -225,7 +225,7 @@ class Statuses:
                 try:
                     await client.create(base, body, want_body=False)
                 except ApiError as err:
-                    if err.status == 404:  # the namespace or the JobSet is gone
+                    if err.status == 404:  # the namespace or the queued object is gone
                         return
                     if err.status != 409:
                         raise

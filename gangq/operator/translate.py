@@ -26,10 +26,11 @@ GROUP: Final = "gangq.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 ADMISSION_ANNOTATION: Final = "gangq.io/admission"
-"""On an admitted JobSet (written with the unsuspend): the ClusterQueue and flavors, JSON. A restart
-recognises admitted JobSets by it together with ``spec.suspend: false``."""
+"""On an admitted queued object (written in the patch that starts it): the ClusterQueue and flavors,
+JSON. A restart recognises admitted objects by it together with their kind's not being suspended
+(a JobSet's ``spec.suspend: false``)."""
 EVICTION_ANNOTATION: Final = "gangq.io/eviction"
-"""On a JobSet gangq suspended after admitting it: ``{"reason", "message", "time"}`` of the last
+"""On a queued object gangq suspended after admitting it: ``{"reason", "message", "time"}`` of the last
 eviction, written in the suspending patch itself (:func:`eviction_record`)."""
 CQ_FINALIZER: Final = "gangq.io/resource-in-use"
 """On every ClusterQueue: a queue deleted while it has admitted gangs stays (deleting, admitting
@@ -128,7 +129,7 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
 
 
 def eviction_record(reason: str, message: str, at: float, admission: Mapping[str, Any] | None) -> str:
-    """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted JobSet,
+    """The ``gangq.io/eviction`` annotation: why and when gangq last suspended an admitted object,
     and the admission it had (a restart before its pods are gone keeps that quota held for them,
     see :func:`recorded_eviction`)."""
     when = rfc3339(at, "milliseconds")
@@ -139,12 +140,12 @@ def eviction_record(reason: str, message: str, at: float, admission: Mapping[str
 
 
 def recorded_eviction(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The eviction recorded on a JobSet (annotation ``gangq.io/eviction``), if readable."""
+    """The eviction recorded on a queued object (annotation ``gangq.io/eviction``), if readable."""
     return _json_annotation(obj, EVICTION_ANNOTATION)
 
 
 def recorded_admission(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The admission recorded on a JobSet (annotation ``gangq.io/admission``), if readable."""
+    """The admission recorded on a queued object (annotation ``gangq.io/admission``), if readable."""
     return _json_annotation(obj, ADMISSION_ANNOTATION)
 
 
