@@ -22,6 +22,7 @@ from gangq.core.placement import Placement, node_reason
 from gangq.core.preemption import Preemption
 from gangq.core.queue import ClusterQueueState, NodeMark, Workload
 from gangq.core.reservations import Reservation, Reservations
+from gangq.core.retries import RetryReason
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
@@ -362,8 +363,8 @@ class Attempt:
         cq.admitted_total += 1
         if was_head:
             # Its claims on lent quota and its reservation end: others may borrow or pass now.
-            self.s.request_retry(cq)
-            self.s.retry_others(cq)
+            self.s.retry(RetryReason.HEAD_ADMITTED, cq)
+            self.s.retry_others(RetryReason.HEAD_ADMITTED, cq)
         else:
             head = cq.head()
             if head is not None:
@@ -378,7 +379,7 @@ class Attempt:
                     and usage.get(fr, 0) - amount + need <= nominal[fr] < usage.get(fr, 0) + need
                     for fr, amount in a.usage.items()
                 ):
-                    self.s.retry_others(cq)
+                    self.s.retry_others(RetryReason.CLAIM_ENDED, cq)
         self.reservations.forget(wl.key)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit

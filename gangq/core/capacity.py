@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gangq.core.model import PodInfo
 from gangq.core.queue import Workload
+from gangq.core.retries import RetryReason
 from gangq.core.retry import RetryPolicy
 from gangq.core.state import EngineState
 
@@ -145,24 +146,22 @@ class Capacity:
             if retry.skips_node_wait(cq, freed, pools):
                 still[name] = pools
                 continue
-            s.request_retry(cq, "nodes")
+            s.retry(RetryReason.NODES_FREED, cq)
         s.waiting_nodes = still
         for name in s.waiting_reservation:
             cq = s.cluster_queues.get(name)
             if cq is not None:
-                s.request_retry(cq)
+                s.retry(RetryReason.RESERVATION_CAPACITY_FREED, cq)
         s.waiting_reservation.clear()
 
     def nodes_changed(self) -> None:
         """A node left, or changed its capacity, labels, taints or schedulability: a protected
         head may no longer fit even an empty cluster, and then it holds back nothing behind it
-        (see :meth:`Reservations.holding_head`). Its queue's gangs are retried: a node that only shrank
-        frees nothing, and without this retry they waited, held back by a head that could never
-        start, until some unrelated change retried the queue."""
+        (see :meth:`Reservations.holding_head`): its queue is retried (``NODES_CHANGED``)."""
         for name in self.s.protected:
             cq = self.s.cluster_queues.get(name)
             if cq is not None and cq.protected_head is not None:
-                self.s.request_retry(cq)
+                self.s.retry(RetryReason.NODES_CHANGED, cq)
 
     def detach_pods(self, wl: Workload) -> None:
         """A finished gang's bound pods become pods of no gang: they use their nodes until the

@@ -21,6 +21,7 @@ from gangq.core.fairshare import dominant_share
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
+from gangq.core.retries import RetryReason
 from gangq.core.retry import RetryPolicy
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
@@ -195,15 +196,10 @@ class SchedulingCycle:
             self.s.displaced.clear()
             self.s.heads_version += 1
         if ctx.admitted and self.s.waiting_reservation:
-            # An admission moves reservations too (a runner more: a head's time may come later,
-            # and gangs that end before it may pass), so the queues with gangs held back by one
-            # are retried, in the next cycle, at once: otherwise only freed capacity retries them,
-            # and a gang held back by another queue's head, whose reservation the cycle's
-            # admissions moved, would wait for the next event although it fits.
             for name in self.s.waiting_reservation:
                 waiting = self.s.cluster_queues.get(name)
                 if waiting is not None:
-                    self.s.request_retry(waiting)
+                    self.s.retry(RetryReason.RESERVATION_MOVED, waiting)
             self.s.waiting_reservation.clear()
         for wl in ctx.admitted:
             if wl.cq is not None and wl.queued is not None:
@@ -298,7 +294,7 @@ class SchedulingCycle:
                 if outcome == Outcome.STOP:
                     ctx.stopped[cq] = wl
         # The retries asked for meanwhile are served in another cycle, at once.
-        s.cycle_again += 1
+        s.repeat_cycle(RetryReason.PREEMPTORS_FIRST)
         return True
 
     def queues_to_visit(self) -> Iterator[ClusterQueueState]:

@@ -53,6 +53,7 @@ from gangq.core.preemption import Preemption
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
+from gangq.core.retries import REASONS, RetryReason, reason_label
 from gangq.core.retry import IncrementalRetry, RetryPolicy
 from gangq.core.routing import Routing
 from gangq.core.scratch import QueueScratch
@@ -196,7 +197,7 @@ class Engine:
                     cq.discard(wl)
                     wl.cq = None
                     self.s.unrouted[wl.key] = wl
-            self.s.request_retry(cq)
+            self.s.retry(RetryReason.SPEC_CHANGED, cq)
         for wl in list(self.s.unrouted.values()):
             if wl.requeue_at is None and not wl.deactivated:
                 self.routing.route(wl)
@@ -520,25 +521,18 @@ class Engine:
         decisions: list[Decision] = []
         self.timers.run(now, decisions)
         self.timers.run_drains(now, decisions)
-        # A cycle that admits a lender's waiting gang ends its claim: the queues that may now
-        # borrow get their turn in another cycle at once, not at the next event.
-        # So does a cycle that displaces a queue's head (the other queues of its tree, whose gangs
-        # the old head's reservation held back, are retried), makes a head whose own claim the
-        # cycle's claims did not count (its queue is retried, see Reservations.note_head), or in
-        # which a gang chooses other victims (see Reservations.retry_others_held). Otherwise those
-        # retries would wait for the next event, and on an idle cluster for good. It ends: without events, a queue's
-        # head only moves to an older gang or leaves
-        # by admission, and a gang chooses other victims only after an admission or an eviction.
+        # Another cycle at once after one that admitted and left queues to retry, or whose
+        # changes asked for it (EngineState.repeat_cycle): see docs/engine.md, "Retry reasons",
+        # for why, and why it ends.
         while True:
             asked = self.s.cycle_again
             if not (self.cycle.run(now, decisions) or self.s.cycle_again != asked) or not self.s.dirty:
                 break
         for name in self.s.deferred_preemptions:
-            # A preemptor whose only victims were admitted at this very time (see
-            # Preemption.admitted_now) may preempt at the next call.
+            # PREEMPTION_DEFERRED: see Preemption.admitted_now.
             deferred = self.s.cluster_queues.get(name)
             if deferred is not None:
-                self.s.request_retry(deferred)
+                self.s.retry(RetryReason.PREEMPTION_DEFERRED, deferred)
         self.s.deferred_preemptions.clear()
         if self.s.cite_ended:
             self.reasons.refresh_citations(now)
@@ -556,6 +550,12 @@ class Engine:
     def next_wakeup(self) -> float | None:
         """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
         return self.timers.next_wakeup()
+
+    def retry_counts(self) -> dict[str, int]:
+        """Retries asked for since the engine started, per reason (:class:`RetryReason`, by its
+        metric label): every reason, zeros included."""
+        counts = self.s.retry_counts
+        return {reason_label(reason): counts[reason] for reason in REASONS}
 
     def position(self, key: str) -> tuple[int, int] | None:
         """(1-based position, queue length) of a pending workload in its ClusterQueue."""

@@ -21,6 +21,7 @@ from gangq.core.model import FlavorResource
 from gangq.core.nodes import NodeState
 from gangq.core.placement import Placement
 from gangq.core.queue import ClusterQueueState, Workload
+from gangq.core.retries import RetryReason
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
@@ -617,29 +618,19 @@ class Reservations:
     def retry_others_held(self, cq: ClusterQueueState, wl: Workload) -> None:
         """``wl``'s reservation changed in this cycle (it chose victims, or its stopping victims
         suffice again after an attempt that found them short: those still stopping count as
-        released, see :meth:`reservation`): the other queues of its tree, whose gangs it may
-        have held back, are retried in another cycle at once. A starving head without a
-        reservation time holds them until it is admitted or leaves; once it took a stopping gang
-        as its victim (counted as released), a gang held back by it may delay it no longer, and
-        without the retry it would wait for the next event although it fits (and a starving head
-        of another queue, retried, may take the same victims).
-
-        Every other queue, not only those whose gangs' reasons name ``wl``: the retry policy may
-        leave a skipped gang its last reason, so which gangs name it depends on the policy.
-
-        Its own queue too when that queue's protected head is another preemptor whose victims
-        are stopping: ``wl``'s claim is charged in that head's what-ifs (:meth:`charge_claims`)
-        and may leave its victims short; retried, it would choose more. Nothing else retries it:
-        ``wl`` took its queue's preemption attempt of this cycle."""
+        released, see :meth:`reservation`): the other queues of its tree are retried in another
+        cycle at once (``VICTIMS_CHOSEN``), and its own queue when that queue's protected head is
+        another preemptor whose victims are stopping (``PREEMPTOR_HEAD_SHORT``); why, in
+        docs/engine.md, "Retry reasons"."""
         others = [other for other in self.s.tree_queues(cq) if other is not cq]
         for other in others:
-            self.s.request_retry(other)
+            self.s.retry(RetryReason.VICTIMS_CHOSEN, other)
         head = cq.head()
         own = head is not None and head is not wl and any(self.s.stopping(key) for key in head.victims)
         if own:
-            self.s.request_retry(cq)
+            self.s.retry(RetryReason.PREEMPTOR_HEAD_SHORT, cq)
         if others or own:
-            self.s.cycle_again += 1
+            self.s.repeat_cycle(RetryReason.VICTIMS_CHOSEN if others else RetryReason.PREEMPTOR_HEAD_SHORT)
 
     def retry_held_heads(self, admitted: list[Workload]) -> None:
         """A cycle admitted ``admitted``: the queues of their trees that may preempt and whose
@@ -679,7 +670,7 @@ class Reservations:
                 if not self.may_use_pools(cq, pools):
                     continue
             del self.s.held_heads[name]
-            self.s.request_retry(cq)
+            self.s.retry(RetryReason.HELD_HEAD_MAY_PASS, cq)
 
     def may_use_pools(self, cq: ClusterQueueState, pools: set[int]) -> bool:
         """Could the pods of ``cq``'s protected head go to a node of ``pools`` (ids), in some
@@ -712,16 +703,9 @@ class Reservations:
             self.s.protected[cq.name] = None
             claims = ctx.claims.get(cq.node.root())
             if claims is not None and self.claims.add_claims(claims, cq, wl) and claimed:
-                # A lender's claim kept it out, in a cycle whose claims were worked out without
-                # its own: counted, that lender's gang may give way to it (see
-                # Claims.stuck_claimants). Two heads that claim what the other borrows would
-                # otherwise wait on an idle cluster.
-                self.s.request_retry(cq)
-                self.s.cycle_again += 1
-            # The head it replaces may claim quota back that it does not, and its reservation
-            # held back other queues' gangs that borrow (its scope), which the new head's may not.
-            # Without the retry, such a gang would wait on a head that no longer is one.
+                self.s.retry(RetryReason.OWN_CLAIM_UNCOUNTED, cq)
+                self.s.repeat_cycle(RetryReason.OWN_CLAIM_UNCOUNTED)
             if head is not None:
-                self.s.cycle_again += 1
+                self.s.repeat_cycle(RetryReason.HEAD_DISPLACED)
                 self.s.displaced.setdefault(cq.name, []).append(head)
-                self.s.retry_others(cq)
+                self.s.retry_others(RetryReason.HEAD_DISPLACED, cq)

@@ -36,6 +36,7 @@ from gangq.core.model import (
 from gangq.core.placement import Placement
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reservations import Reservations
+from gangq.core.retries import RetryReason
 from gangq.core.scratch import AvailableQuota, CycleScratch, QueueScratch, QuotaScreen, ScreenEntry, TreeClaims
 from gangq.core.state import EngineState
 from gangq.core.walk import CandidateWalk
@@ -71,7 +72,7 @@ class RetryPolicy:
 
     def after_release(self, cq: ClusterQueueState) -> None:
         """``cq`` released quota: ask for the retries that may admit with it."""
-        self.s.retry_tree(cq)
+        self.s.retry_tree(RetryReason.QUOTA_RELEASED, cq)
 
     def cursor(
         self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch, start: OrderKey | None = None
@@ -219,8 +220,8 @@ class IncrementalRetry(RetryPolicy):
     def after_release(self, cq: ClusterQueueState) -> None:
         """Quota came free in ``cq``: retry ``cq`` and the other queues of its tree (for those,
         nothing changed but the quota given back, see :meth:`still_short`)."""
-        self.s.request_retry(cq)
-        self.s.retry_others(cq)
+        self.s.retry(RetryReason.QUOTA_RELEASED, cq)
+        self.s.retry_others(RetryReason.QUOTA_RELEASED, cq)
 
     def cursor(
         self, cq: ClusterQueueState, retry: bool, ctx: CycleScratch, start: OrderKey | None = None

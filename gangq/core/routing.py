@@ -10,6 +10,7 @@ from gangq.core.decisions import (
     PendingReason,
 )
 from gangq.core.queue import ClusterQueueState, Workload
+from gangq.core.retries import RetryReason
 from gangq.core.state import EngineState
 
 
@@ -69,11 +70,11 @@ class Routing:
             was_head = cq.head() is wl
             cq.discard(wl)
             if cq.strict or was_head:
-                self.s.request_retry(cq)
+                self.s.retry(RetryReason.GANG_LEFT, cq)
             if was_head:
                 # The heads changed: reservations worked out with this one (other heads' scopes,
                 # the claims it made) are stale. Without this, a reservation cached before the
                 # deletion said a lender claimed what no lender claimed any more.
                 self.s.heads_version += 1
-                self.s.retry_tree(cq)
+                self.s.retry_tree(RetryReason.HEAD_LEFT, cq)
         wl.cq = None

@@ -31,6 +31,7 @@ from gangq.core.model import (
 from gangq.core.nodes import NodeIndex
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaTree
+from gangq.core.retries import REASONS, RetryReason
 from gangq.core.scratch import QueueScratch
 from gangq.core.walk import StateStamp
 
@@ -83,6 +84,7 @@ class EngineState:
         self.displaced: dict[str, list[Workload]] = {}
         # Bumped by a change within a cycle that asks for another cycle at once (see Engine.schedule).
         self.cycle_again = 0
+        self.retry_counts = [0] * len(REASONS)  # requests per RetryReason (by value)
         self.trees: dict[str, list[ClusterQueueState]] = {}  # root name -> its ClusterQueues
         # Preemptors whose last stopping victim has stopped: tried first in the next cycle, in a
         # cycle of their own (see SchedulingCycle.try_preemptors).
@@ -99,14 +101,44 @@ class EngineState:
         (what-ifs leave it as it is): a gang tried twice with the same stamp fails alike."""
         return (self.version, self.heads_version, self.config_version, self.nodes.epoch)
 
-    def request_retry(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"] = "") -> None:
+    def retry(self, reason: RetryReason, cq: ClusterQueueState) -> None:
         """Something that could let one of ``cq``'s waiting gangs fit changed: retry them all.
 
-        ``why`` names a change that the retry shortcuts know to be all there is, as long as
-        nothing else asks for the retry before the next cycle: ``"quota"``, quota given back by
-        another queue of ``cq``'s tree or a claim on lent quota that ended (see IncrementalRetry.still_short);
-        ``"nodes"``, node capacity that came free (see IncrementalRetry.node_retry).
-        """
+        For ``NODES_FREED`` the retry may look at the gangs that failed the node check only
+        (:meth:`IncrementalRetry.node_retry`), as long as nothing else asks for a retry of ``cq``
+        before the next cycle; any other reason asks for a full one."""
+        self.retry_counts[reason] += 1
+        self._retry_queue(cq, "nodes" if reason == RetryReason.NODES_FREED else "")
+
+    def retry_tree(self, reason: RetryReason, cq: ClusterQueueState) -> None:
+        """Every queue of ``cq``'s cohort tree may admit again: retry each in full."""
+        self.retry_counts[reason] += 1
+        for other in self.tree_queues(cq):
+            self._retry_queue(other, "")
+
+    def retry_others(self, reason: RetryReason, cq: ClusterQueueState) -> None:
+        """More quota may be available to the other queues of ``cq``'s tree: retry them, as
+        retries for quota given back (:meth:`IncrementalRetry.still_short` may find one
+        needless). Their gangs held back by a reservation are retried with them."""
+        queues = self.tree_queues(cq)
+        if len(queues) > 1:  # counted when it retries some queue
+            self.retry_counts[reason] += 1
+        for other in queues:
+            if other is not cq:
+                self.waiting_reservation.pop(other.name, None)
+                self._retry_queue(other, "quota")
+
+    def repeat_cycle(self, reason: RetryReason) -> None:
+        """Run another scheduling cycle in this ``schedule`` call (see Engine.schedule)."""
+        self.retry_counts[reason] += 1
+        self.cycle_again += 1
+
+    def _retry_queue(self, cq: ClusterQueueState, why: Literal["", "quota", "nodes"]) -> None:
+        """Mark ``cq`` for a retry in the next cycle. ``why`` names a change that the retry
+        shortcuts know to be all there is, as long as nothing else asks for the retry before the
+        next cycle: ``"quota"``, quota given back by another queue of ``cq``'s tree or a claim
+        on lent quota that ended (see IncrementalRetry.still_short); ``"nodes"``, node capacity
+        that came free (see IncrementalRetry.node_retry)."""
         sc = self.scratch[cq.name]
         first = not sc.retry
         sc.retry = True
@@ -119,33 +151,6 @@ class EngineState:
         elif first:
             sc.node_retry = sc.quota_retry = True
         self.dirty[cq.name] = None
-
-    def retry_tree(self, cq: ClusterQueueState) -> None:
-        """Quota came free under ``cq``'s cohort tree: every queue there may admit again."""
-        for other in self.tree_queues(cq):
-            self.request_retry(other)
-
-    def retry_others(self, cq: ClusterQueueState) -> None:
-        """More quota may be available to the other queues of ``cq``'s tree: retry them. Called
-        when ``cq`` releases quota, and when it stops claiming lent quota back for a waiting gang
-        (:meth:`Claims.add_claims`); without the latter, a gang blocked only by the claim ("cannot
-        borrow: ClusterQueue … is reclaiming its lent quota") would wait for some unrelated
-        release. Either way a quota retry (:meth:`IncrementalRetry.still_short` may skip it): a
-        claim that ends raises what a queue may take only where it capped it, and the screen
-        knows those places; as full retries, the end of a head's claims (its admission) would
-        retry every other queue of its cohort, mostly for nothing.
-
-        All of them, without first asking whether one of their gangs could use it: that question
-        is the one a retry asks first anyway (:meth:`IncrementalRetry.candidate_bounds`), at the
-        queue's turn in the cycle, with the cycle's claims already worked out; asked here as well,
-        at every release, for every queue of the cohort, it costs more than the retries it saves,
-        and its answer could be out of date by the queue's turn. A retry that cannot admit anything
-        ends at its bounds or at its protected head (:meth:`IncrementalRetry.keys`).
-        """
-        for other in self.tree_queues(cq):
-            if other is not cq:
-                self.waiting_reservation.pop(other.name, None)
-                self.request_retry(other, "quota")
 
     def tree_queues(self, cq: ClusterQueueState) -> list[ClusterQueueState]:
         """The ClusterQueues of ``cq``'s cohort tree (``cq`` alone without a cohort), stable order."""
@@ -215,7 +220,7 @@ class EngineState:
             if victim is not None and victim.held_for == preemptor.key:
                 victim.held_for = None
                 if victim.cq is not None and victim.state == "Pending":
-                    self.request_retry(victim.cq)
+                    self.retry(RetryReason.PREEMPTOR_GONE, victim.cq)
         preemptor.holding = []
 
     def ready_timeout(self, wl: Workload) -> float | None:
@@ -287,15 +292,9 @@ class EngineState:
             )
         )
         self.version += 1
-        # A waiting gang that may preempt can take a stopping gang as its victim ("already
-        # evicted first") and so hold its capacity from the moment it is free; without this
-        # retry it competed for that capacity with every other gang once the eviction was done,
-        # unless some unrelated change happened to retry its queue first. (Evicted by a
-        # preemption in a cycle, the other queues of the tree are retried at once: the preemptor
-        # chose victims, see Reservations.retry_others_held.)
         for other in self.tree_queues(cq):
             if self.may_preempt(other):
-                self.request_retry(other)
+                self.retry(RetryReason.GANG_STOPPING, other)
 
     def pools_freed(self) -> set[int] | None:
         """The node pools (ids) where capacity came free since the last call, None if not known

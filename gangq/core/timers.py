@@ -14,6 +14,7 @@ from gangq.core.decisions import (
     EvictionReason,
 )
 from gangq.core.queue import Workload
+from gangq.core.retries import RetryReason
 from gangq.core.routing import Routing
 from gangq.core.state import EngineState
 
@@ -60,12 +61,12 @@ class Timers:
                 # Its holds (Attempt.holding_preemptor, Attempt.sheltered) have ended.
                 wl.held_for = None
                 if wl.cq is not None:
-                    self.s.request_retry(wl.cq)
+                    self.s.retry(RetryReason.HOLD_ENDED, wl.cq)
             elif kind in ("starve", "preempt"):
                 # A starving preemptor may take sheltered victims (Preemption.find_victims); a
                 # gang whose preemption delay has ended may preempt (Preemption.delayed).
                 if wl.cq is not None:
-                    self.s.request_retry(wl.cq)
+                    self.s.retry(RetryReason.PREEMPTION_TIMER, wl.cq)
             else:
                 wl.requeue_at = None
                 self.s.unrouted.pop(wl.key, None)

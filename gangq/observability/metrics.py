@@ -275,6 +275,14 @@ class GangqMetrics:
         self.scheduling_cycle_duration_seconds = duration(
             "gangq_scheduling_cycle_duration_seconds", "Wall time of one Engine.schedule call"
         )
+        self.engine_retries_total = Counter(
+            "gangq_engine_retries",
+            "Retries of ClusterQueues and repeated scheduling cycles the engine asked for, per reason "
+            "(docs/engine.md, Retry reasons)",
+            ["reason"],
+            registry=r,
+        )
+        self._retries_seen: dict[str, int] = {}
         self.scheduling_cycle_admissions = Histogram(
             "gangq_scheduling_cycle_admissions",
             "Admissions per scheduling cycle",
@@ -294,12 +302,12 @@ class GangqMetrics:
         )
         self.admission_patch_wait_seconds = duration(
             "gangq_admission_patch_wait_seconds",
-            "Time from an admission decision to its JobSet patch being sent (behind the JobSet's earlier "
+            "Time from an admission decision to its patch of the queued object being sent (behind the object's earlier "
             "writes and the write lane's limit)",
         )
         self.admission_patch_duration_seconds = duration(
             "gangq_admission_patch_duration_seconds",
-            "Time from an admission decision to the API server's answer to its JobSet patch",
+            "Time from an admission decision to the API server's answer to its patch of the queued object",
         )
         self.workload_status_writes_total = Counter(
             "gangq_workload_status_writes",
@@ -457,7 +465,7 @@ class GangqMetrics:
             self.api_request_errors_total.labels(verb, resource).inc()
 
     def admission_error(self, cluster_queue: str, reason: str) -> None:
-        """Applying an admission or eviction to the cluster failed (e.g. the JobSet patch was rejected)."""
+        """Applying an admission or eviction to the cluster failed (e.g. the patch of the object was rejected)."""
         self.admission_errors_total.labels(cluster_queue, reason).inc()
 
     def set_leader(self, leading: bool) -> None:
@@ -531,6 +539,21 @@ class GangqMetrics:
         for series in self._refreshed:
             series.sweep()
         self._check_ready(engine, now)
+        self._count_retries(engine)
+
+    def _count_retries(self, engine: Engine) -> None:
+        """Add the retries the engine asked for since the last refresh to their counters."""
+        seen = self._retries_seen
+        for reason, count in engine.retry_counts().items():
+            before = seen.get(reason)
+            if before is None:
+                self.engine_retries_total.labels(reason).inc(0)  # every reason is exported, zeros too
+                before = 0
+            elif count < before:
+                before = 0  # a new engine (the controller restarted its state): counted from zero
+            if count > before:
+                self.engine_retries_total.labels(reason).inc(count - before)
+            seen[reason] = count
 
     def _init_counters(self, cluster_queue: str) -> None:
         """Create a new ClusterQueue's counter and histogram series at 0: Prometheus' ``increase``

@@ -445,7 +445,7 @@ class Gangs:
             del self.finished[next(iter(self.finished))]
         entry.move(EntryState.FINISHED)
         reason = "Succeeded" if terminal == js.COND_COMPLETED else "Failed"
-        entry.condition("Finished", True, reason, f"JobSet {terminal}", now)
+        entry.condition("Finished", True, reason, f"{entry.kind.kind} {terminal}", now)
         self.statuses.mark(entry, now, urgent=True)
 
     # ------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import copy
 import pytest
 
 from gangq.core import Admission, Engine
+from gangq.core.retries import RetryReason
 
 from .test_properties import _after_each_scheduling_call
 
@@ -28,7 +29,7 @@ def _admitted_by_a_full_retry(e: Engine, now: float) -> list[str]:
     """What a retry of every ClusterQueue at ``now`` would admit (on a copy of ``e``)."""
     probe = copy.deepcopy(e)
     for cq in probe.cluster_queues.values():
-        probe.s.request_retry(cq)
+        probe.s.retry(RetryReason.SPEC_CHANGED, cq)  # a full retry, as a spec change asks
     return [d.workload for d in probe.schedule(now) if isinstance(d, Admission)]
 
 

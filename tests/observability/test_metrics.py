@@ -245,3 +245,24 @@ def test_controller_summary_reads_the_registry_and_a_scraped_page_alike(m: Gangq
     assert summary["mean_ms"]["eviction_stop"] == pytest.approx(1500.0)
     scraped = controller_summary(text_string_to_metric_families(generate_latest(m.registry).decode()))
     assert scraped == summary
+
+
+def test_engine_retries_are_counted_per_reason(m: GangqMetrics) -> None:
+    """A finish gives quota back: its queue and the rest of its cohort tree are retried, and the
+    counter says so under the reason's name; every reason is exported, zeros too."""
+    e = world()
+    e.submit(gang("first", "a", 1, 8), now=0.0)
+    e.submit(gang("second", "a", 1, 8), now=0.0)
+    e.submit(gang("third", "a", 1, 8), now=0.0)
+    run(e, m, 1.0)
+    assert val(m, "gangq_engine_retries_total", reason="quota_released") == 0
+    assert val(m, "gangq_engine_retries_total", reason="preemptors_first") == 0
+    e.finish("ns/first", 5.0)
+    run(e, m, 5.0)
+    released = val(m, "gangq_engine_retries_total", reason="quota_released")
+    assert released is not None and released >= 1
+    assert released == e.retry_counts()["quota_released"]
+    # A new engine (the controller rebuilt its state) counts from zero: the counter never goes back.
+    fresh = world()
+    m.refresh(fresh, 6.0)
+    assert val(m, "gangq_engine_retries_total", reason="quota_released") == released
