@@ -76,7 +76,7 @@ class Attempt:
         quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
         node_failure = ""
         # A mark from an earlier node check stays sound until a new one replaces it (see NodeMark).
-        freed_seq = self.s.nodes.freed_seq
+        freed_seq = self.s.world.nodes.freed_seq
         shortfall = 0
         node_checked: set[int] = set()  # options whose node check failed
         blocked_by: Workload | None = None
@@ -102,7 +102,7 @@ class Attempt:
             if ctx.preemptors_first and in_scope:
                 # The room its victims freed is its own (see SchedulingCycle.try_preemptors).
                 in_scope = [h for h in in_scope if h.cq is cq]
-            stmt = Statement(self.s.quota, self.s.nodes)
+            stmt = Statement(self.s.world.quota, self.s.world.nodes)
             self.s.charge(wl, cq, a.usage)
             why = ""
             placement: dict[tuple[int, str], int] = {}
@@ -120,7 +120,7 @@ class Attempt:
                 else:
                     stmt.discard()
                     heads = [(h, self.reservations.reservation(h, ctx.now)) for h in in_scope]
-                    stmt = Statement(self.s.quota, self.s.nodes)
+                    stmt = Statement(self.s.world.quota, self.s.world.nodes)
                     self.s.charge(wl, cq, a.usage)
                     if nodes_checked:
                         why, placement, placed = self.placement.place(wl, a, ctx)
@@ -146,16 +146,16 @@ class Attempt:
                 # of the holding head's way. Only the holder's admission or leave retried it.
                 self.s.wait_for_nodes(cq, wl, None)
             self.reservations.note_head(cq, wl, ctx, reclaimer is not None)
-            if self.s.limited or not self.reservations.starving(blocked_by, ctx.now):
+            if self.s.book.limited or not self.reservations.starving(blocked_by, ctx.now):
                 # Its reservation may change with any capacity change. A starving head without
                 # a reservation time (no runtime limits anywhere) holds this gang back until it
                 # is admitted or leaves, and either retries its cohort tree, or until it chooses
                 # victims (see Reservations.retry_others_held).
-                self.s.waiting_reservation[cq.name] = None
+                self.s.book.waiting_reservation[cq.name] = None
             elif cq.protected_head is wl and self.s.may_preempt(cq):
                 # Whether it fits, so whether it may preempt, changes with the capacity others
                 # take: see Reservations.retry_held_heads.
-                self.s.held_heads[cq.name] = None
+                self.s.book.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         if held:
             # Only borrowing was open to it. Its queue is retried when its own quota comes free,
@@ -172,7 +172,7 @@ class Attempt:
             if cq.protected_head is wl and self.s.may_preempt(cq):
                 # An admission may make the claim give way (its gang can no longer fit, see
                 # Claims.stuck_claimants), and then this head may preempt: see Reservations.retry_held_heads.
-                self.s.held_heads[cq.name] = None
+                self.s.book.held_heads[cq.name] = None
             return Outcome.STOP if cq.strict else Outcome.FAILED
         # Nothing fits now. Preemption, once per queue per cycle, for the first gang that may.
         target = next((a for a in cands.assignments if a.mode == PREEMPT), None)
@@ -190,9 +190,9 @@ class Attempt:
                 victims = self.preemption.find_victims(cq, wl, target, nodes_checked, ctx)
                 if victims is not None:
                     wl.claim = dict(target.usage)
-                    self.s.claimants[wl.key] = None
+                    self.s.book.claimants[wl.key] = None
                     # The other preemptors' reservations count it (Reservations.charge_claims).
-                    self.s.version += 1
+                    self.s.world.version += 1
             if victims is not None:
                 self.preemption.preempt(cq, wl, victims, ctx)
                 return Outcome.STOP if cq.strict else Outcome.FAILED
@@ -213,10 +213,10 @@ class Attempt:
             wl.node_mark = NodeMark(
                 freed_seq,
                 shortfall,
-                (self.s.config_version, cq.name),
+                (self.s.world.config_version, cq.name),
                 frozenset(node_checked),
                 pool_ids,
-                self.s.nodes.version,
+                self.s.world.nodes.version,
             )
         if node_failure:
             # Freed nodes alone may let it in, through the option that failed the node check,
@@ -242,7 +242,7 @@ class Attempt:
         if preemptor is not None:
             message = f"preempted for {preemptor.key}, which has not been admitted yet; waits for it"
         elif delaying is not None:
-            left = delaying.pending_since + self.s.config.preemption_delay - now
+            left = delaying.pending_since + self.s.world.config.preemption_delay - now
             message = (
                 f"{delaying.key} (priority {delaying.priority}) waits for capacity in ClusterQueue {cq.name!r} "
                 f"and would preempt this gang: the room that comes free is its first (for at most {left:.0f}s more)"
@@ -271,7 +271,7 @@ class Attempt:
         key = wl.held_for
         if key is None:
             return None
-        preemptor = self.s.workloads.get(key)
+        preemptor = self.s.world.workloads.get(key)
         if (
             preemptor is None
             or preemptor.state != "Pending"
@@ -321,7 +321,7 @@ class Attempt:
         a ClusterQueue that preempts within itself only while its protected head (the first gang
         waiting for capacity) could not preempt it. At most for the starvation timeout after its
         requeue."""
-        shelter = self.s.config.preemption_shelter
+        shelter = self.s.world.config.preemption_shelter
         if shelter is None or wl.preempted < shelter or now >= wl.shelter_until:
             return None
         # The protected head: the first gang of the queue that waits for capacity (one that can
@@ -383,7 +383,7 @@ class Attempt:
         self.reservations.forget(wl.key)
         if wl.spec.runtime_limit is not None:
             wl.end_time = now + wl.spec.runtime_limit
-            self.s.running_by_end.add((wl.end_time, wl.seq, wl.key))
+            self.s.book.running_by_end.add((wl.end_time, wl.seq, wl.key))
         pod_sets = []
         by_ps: dict[int, dict[str, int]] = {}
         for (index, node_name), count in placement.items():
@@ -398,5 +398,5 @@ class Attempt:
         admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage))
         wl.admission = admission
         ctx.decisions.append(admission)
-        self.s.version += 1
+        self.s.world.version += 1
         self.s.start_ready_timer(wl, now)

@@ -117,7 +117,7 @@ class Claims:
         admitted, so its claim would never end (a head whose pods fit no node would keep other
         queues' gangs from borrowing for good, on an idle cluster)."""
         node = cq.node
-        sc = self.s.scratch[cq.name]
+        sc = self.s.book.scratch[cq.name]
         cached_head, version, frs = sc.claims_cache
         if cached_head is not head or version != node.usage_version:
             frs = claims_of(cq, head)
@@ -136,7 +136,7 @@ class Claims:
         nominal quota where another queue's waiting gang claims the rest back (``claims``). Not
         the gang through which ``cq`` claims itself (:meth:`claimant_head`)."""
         node = cq.node
-        amount = self.s.quota.available(node, fr)
+        amount = self.s.world.quota.available(node, fr)
         if amount > 0 and claimed(claims, fr, cq.name):
             amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
         return amount
@@ -177,7 +177,7 @@ class Claims:
         """Could ``head``, the gang through which ``cq`` claims, fit the quota now in some flavor
         option, borrowing what leaves the other queues' claims covered?"""
         node = cq.node
-        available = self.s.quota.available
+        available = self.s.world.quota.available
         usage, nominal = node.usage, node.nominal
         name = cq.name
         for option in self.placement.options(cq, head).usages:
@@ -201,7 +201,7 @@ class Claims:
         """The reclaim claims of ``cq``'s tree as they are now, when a cycle first needs them
         (:meth:`tree_claims`); those the cycle adds later are ``late``."""
         claims = TreeClaims()
-        if self.s.protected and cq.node.root() is not cq.node:
+        if self.s.book.protected and cq.node.root() is not cq.node:
             for other in self.s.tree_queues(cq):
                 if other.protected_head is not None:
                     head = other.head()
@@ -227,7 +227,7 @@ class Claims:
         stuck: set[str] = set()
         for holder in self.yielding(claims):
             gang = claims.claimants.get(holder)
-            cq = self.s.cluster_queues.get(holder)
+            cq = self.s.world.cluster_queues.get(holder)
             if gang is not None and cq is not None and not self.claimant_may_fit(cq, gang, claims):
                 stuck.add(gang.key)
         return frozenset(stuck)
@@ -315,7 +315,7 @@ class Claims:
             blocker = self.unyielding(claims, fr, name)
             if blocker is not None:
                 return blocker
-            if self.s.quota.available(cq.node, fr) - need < reserved(claims, fr, name, wl):
+            if self.s.world.quota.available(cq.node, fr) - need < reserved(claims, fr, name, wl):
                 return first
         return None
 
@@ -339,7 +339,7 @@ class Claims:
         out, and another queue's head could then borrow what it could not at the cycle's
         start). A head that borrows only because its own queue's gangs use its
         quota waits for those, not for a claim."""
-        other = self.s.cluster_queues.get(holder)
+        other = self.s.world.cluster_queues.get(holder)
         if other is None:
             return False
         beyond = self.beyond_nominal(other, head)
@@ -364,7 +364,7 @@ class Claims:
         queue's nominal quota; None if some option needs none, or there is no option (cached on
         the gang until the specs change)."""
         cached = wl.beyond
-        if cached is None or cached[0] != self.s.config_version or cached[1] != cq.name:
+        if cached is None or cached[0] != self.s.world.config_version or cached[1] != cq.name:
             result: tuple[tuple[FlavorResource, ...], ...] | None = None
             options = self.placement.options(cq, wl)
             if not options.why and options.usages:
@@ -377,7 +377,7 @@ class Claims:
                     per_option.append(frs)
                 else:
                     result = tuple(per_option)
-            cached = wl.beyond = (self.s.config_version, cq.name, result)
+            cached = wl.beyond = (self.s.world.config_version, cq.name, result)
         return cached[2]
 
     def claimed_from(self, cq: ClusterQueueState, a: Assignment) -> bool:

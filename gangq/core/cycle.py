@@ -79,10 +79,10 @@ class SchedulingCycle:
         quota_retries: dict[str, int] = {}
         retried: dict[str, ClusterQueueState] = {}  # queues whose waiting gangs this cycle retries
         live: dict[str, int] = {}  # ClusterQueue -> the push order of its entry in the heap
-        scratch = self.s.scratch
+        scratch = self.s.book.scratch
         # Preemptors whose victims have all stopped go first, in a cycle of their own; the
         # queues with something to try wait for the next cycle, which runs at once.
-        tried = self.try_preemptors(ctx) if self.s.ready_preemptors else False
+        tried = self.try_preemptors(ctx) if self.s.book.ready_preemptors else False
         for cq in () if tried else self.queues_to_visit():
             visited.append(cq)
             if cq.inactive_reason or cq.stopped:
@@ -116,7 +116,7 @@ class SchedulingCycle:
                 if node_retry:
                     node_retries.add(cq.name)
                 elif quota_retry:
-                    quota_retries[cq.name] = self.s.quota.tree_stamp(cq.node)
+                    quota_retries[cq.name] = self.s.world.quota.tree_stamp(cq.node)
                 first = cq.inadmissible.first() if not cq.active else min(cq.active.first(), cq.inadmissible.first())
             else:
                 cursor = self.retry.cursor(cq, retry, ctx)
@@ -141,7 +141,7 @@ class SchedulingCycle:
                 stamp = quota_retries.get(cq.name)
                 if (
                     stamp is not None
-                    and stamp != self.s.quota.tree_stamp(cq.node)
+                    and stamp != self.s.world.quota.tree_stamp(cq.node)
                     and self.retry.still_short(cq, self.claims.tree_claims(cq, ctx))
                 ):
                     # What came free went to queues whose turn came earlier in this cycle (in a
@@ -155,7 +155,7 @@ class SchedulingCycle:
                     heapq.heappush(heap, ((head_key[0], first[0], first[1], first[2]), order, first, cq, cursor))
                     live[cq.name] = order
                 continue
-            wl = self.s.workloads[key[3]]
+            wl = self.s.world.workloads[key[3]]
             before = cq.protected_head
             scratch[cq.name].node_blocked.pop(wl.key, None)  # back if it fails the node check again
             state = s.stamp()
@@ -164,7 +164,7 @@ class SchedulingCycle:
             else:
                 outcome = self.attempt.try_gang(cq, wl, ctx)
             if cq.protected_head is not before:
-                self.s.heads_version += 1
+                self.s.book.heads_version += 1
                 if before is not None and before.cq is cq and before.state == "Pending" and cq.name not in retried:
                     scratch[cq.name].head_displaced = True
                     if not cq.strict and cq.inadmissible:
@@ -192,28 +192,28 @@ class SchedulingCycle:
                 _walk_ended(cq.name, ctx, live)
         for cq in retried.values():
             scratch[cq.name].head_displaced = False
-        if self.s.displaced:
-            self.s.displaced.clear()
-            self.s.heads_version += 1
-        if ctx.admitted and self.s.waiting_reservation:
-            for name in self.s.waiting_reservation:
-                waiting = self.s.cluster_queues.get(name)
+        if self.s.call.displaced:
+            self.s.call.displaced.clear()
+            self.s.book.heads_version += 1
+        if ctx.admitted and self.s.book.waiting_reservation:
+            for name in self.s.book.waiting_reservation:
+                waiting = self.s.world.cluster_queues.get(name)
                 if waiting is not None:
                     self.s.retry(RetryReason.RESERVATION_MOVED, waiting)
-            self.s.waiting_reservation.clear()
+            self.s.book.waiting_reservation.clear()
         for wl in ctx.admitted:
             if wl.cq is not None and wl.queued is not None:
                 wl.cq.discard(wl)
         for wl in ctx.failed:
             if wl.cq is not None and wl.state == "Pending":
                 wl.cq.make_inadmissible(wl)
-        if ctx.admitted and self.s.held_heads:
+        if ctx.admitted and self.s.book.held_heads:
             self.reservations.retry_held_heads(ctx.admitted)
         for cq in visited:
             if scratch[cq.name].fresh:
                 head = ctx.stopped.get(cq)
                 if head is None and cq.inadmissible:
-                    head = self.s.workloads.get(cq.inadmissible.first()[3])
+                    head = self.s.world.workloads.get(cq.inadmissible.first()[3])
                 self.reasons.tell_blocked(cq, head)
         return bool(ctx.admitted)
 
@@ -230,7 +230,7 @@ class SchedulingCycle:
         gangs behind it, judged in the state before, starts again behind it, so that each gang is
         judged in the state of its turn (see CandidateWalk). Returns the last push order."""
         for name, walk in list(ctx.walks.items()):
-            other = self.s.cluster_queues.get(name)
+            other = self.s.world.cluster_queues.get(name)
             if other is None or other is cq or not walk.skipped or name not in live:
                 continue
             restarted = self.retry.cursor(other, True, ctx, key)
@@ -255,8 +255,8 @@ class SchedulingCycle:
         of a cycle in which the preemptors' admissions are already counted."""
         s = self.s
         ready: list[tuple[tuple[float, int, float, int], Workload, ClusterQueueState]] = []
-        for key in s.ready_preemptors:
-            wl = s.workloads.get(key)
+        for key in s.book.ready_preemptors:
+            wl = s.world.workloads.get(key)
             cq = wl.cq if wl is not None else None
             if (
                 wl is None
@@ -270,7 +270,7 @@ class SchedulingCycle:
             ):
                 continue
             ready.append((self.head_key(cq, wl.order_key), wl, cq))
-        s.ready_preemptors.clear()
+        s.book.ready_preemptors.clear()
         if not ready:
             return False
         ready.sort(key=lambda item: item[0])
@@ -280,12 +280,12 @@ class SchedulingCycle:
                 continue
             self.claims.tree_claims(cq, ctx)  # pin the claims in force as the cycle starts
             before = cq.protected_head
-            s.scratch[cq.name].node_blocked.pop(wl.key, None)
+            s.book.scratch[cq.name].node_blocked.pop(wl.key, None)
             outcome = self.attempt.try_gang(cq, wl, ctx)
             if cq.protected_head is not before:
-                s.heads_version += 1
+                s.book.heads_version += 1
                 if before is not None and before.cq is cq and before.state == "Pending":
-                    s.scratch[cq.name].head_displaced = True
+                    s.book.scratch[cq.name].head_displaced = True
             if outcome == Outcome.ADMITTED:
                 ctx.admitted.append(wl)
                 cq.discard(wl)
@@ -298,10 +298,10 @@ class SchedulingCycle:
         return True
 
     def queues_to_visit(self) -> Iterator[ClusterQueueState]:
-        dirty = list(self.s.dirty)
-        self.s.dirty.clear()
+        dirty = list(self.s.book.dirty)
+        self.s.book.dirty.clear()
         for name in dirty:
-            cq = self.s.cluster_queues.get(name)
+            cq = self.s.world.cluster_queues.get(name)
             if cq is not None:
                 yield cq
 
@@ -313,5 +313,5 @@ class SchedulingCycle:
         3. earlier queue timestamp first;
         4. earlier submission first (determinism).
         """
-        share = dominant_share(cq.node) if self.s.config.fair_sharing else 0.0
+        share = dominant_share(cq.node) if self.s.world.config.fair_sharing else 0.0
         return (share, key[0], key[1], key[2])

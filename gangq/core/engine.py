@@ -76,16 +76,16 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, retry: RetryPolicy | None = None) -> None:
         s = self.s = EngineState(config or EngineConfig())
         # What the shells read (the same objects as the state's).
-        self.config = s.config
-        self.quota = s.quota
-        self.nodes = s.nodes
-        self.flavors = s.flavors
-        self.cluster_queues = s.cluster_queues
-        self.cohort_specs = s.cohort_specs
-        self.local_queues = s.local_queues
-        self.namespaces = s.namespaces
-        self.workloads = s.workloads
-        self.pods = s.pods
+        self.config = s.world.config
+        self.quota = s.world.quota
+        self.nodes = s.world.nodes
+        self.flavors = s.world.flavors
+        self.cluster_queues = s.world.cluster_queues
+        self.cohort_specs = s.world.cohort_specs
+        self.local_queues = s.world.local_queues
+        self.namespaces = s.world.namespaces
+        self.workloads = s.world.workloads
+        self.pods = s.world.pods
         self.placement = Placement(s)
         self.claims = Claims(s, self.placement)
         self.reservations = Reservations(s, self.placement, self.claims)
@@ -100,87 +100,89 @@ class Engine:
         self.cycle = SchedulingCycle(s, self.retry, self.attempt, self.reservations, self.reasons, self.claims)
 
     def upsert_flavor(self, spec: FlavorSpec) -> None:
-        self.s.flavors[spec.name] = spec
+        self.s.world.flavors[spec.name] = spec
         self._config_changed()
 
     def delete_flavor(self, name: str) -> None:
-        self.s.flavors.pop(name, None)
+        self.s.world.flavors.pop(name, None)
         self._config_changed()
 
     def upsert_cohort(self, spec: CohortSpec) -> None:
         spec.validate()
-        self.s.quota.set_cohort(spec.name, spec.parent, spec.resource_groups, spec.fair_sharing_weight)
-        self.s.cohort_specs[spec.name] = spec
+        self.s.world.quota.set_cohort(spec.name, spec.parent, spec.resource_groups, spec.fair_sharing_weight)
+        self.s.world.cohort_specs[spec.name] = spec
         self._config_changed()
 
     def delete_cohort(self, name: str) -> None:
-        self.s.cohort_specs.pop(name, None)
-        self.s.quota.remove_cohort(name)
+        self.s.world.cohort_specs.pop(name, None)
+        self.s.world.quota.remove_cohort(name)
         self._config_changed()
 
     def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:
         spec.validate()
-        node = self.s.quota.set_cluster_queue(spec.name, spec.cohort, spec.resource_groups, spec.fair_sharing_weight)
-        cq = self.s.cluster_queues.get(spec.name)
+        node = self.s.world.quota.set_cluster_queue(
+            spec.name, spec.cohort, spec.resource_groups, spec.fair_sharing_weight
+        )
+        cq = self.s.world.cluster_queues.get(spec.name)
         if cq is None:
             cq = ClusterQueueState(spec, node)
-            self.s.cluster_queues[spec.name] = cq
-            self.s.scratch[spec.name] = QueueScratch()
+            self.s.world.cluster_queues[spec.name] = cq
+            self.s.book.scratch[spec.name] = QueueScratch()
         cq.deleted = False
         cq.set_spec(spec)
         if spec.stop_policy == "HoldAndDrain":
-            self.s.drain["cq:" + spec.name] = None
+            self.s.book.drain["cq:" + spec.name] = None
         self._config_changed()
 
     def delete_cluster_queue(self, name: str) -> None:
         """Delete a ClusterQueue. Its pending workloads become unrouted; admitted ones keep their
         quota until they finish (like Kueue's resource-in-use finalizer)."""
-        cq = self.s.cluster_queues.get(name)
+        cq = self.s.world.cluster_queues.get(name)
         if cq is None:
             return
         cq.deleted = True
         for key in list(cq.ordered()):
-            wl = self.s.workloads[key[3]]
+            wl = self.s.world.workloads[key[3]]
             cq.discard(wl)
             wl.cq = None
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
         if not cq.admitted:
             self.s.forget_cluster_queue(cq)
         self._config_changed()
 
     def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
-        self.s.local_queues[spec.key] = spec
+        self.s.world.local_queues[spec.key] = spec
         if spec.stop_policy == "HoldAndDrain":
-            self.s.drain["lq:" + spec.key] = None
+            self.s.book.drain["lq:" + spec.key] = None
         self._config_changed()
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
-        self.s.local_queues.pop(f"{namespace}/{name}", None)
+        self.s.world.local_queues.pop(f"{namespace}/{name}", None)
         self._config_changed()
 
     def upsert_namespace(self, name: str, labels: dict[str, str]) -> None:
-        self.s.namespaces[name] = dict(labels)
+        self.s.world.namespaces[name] = dict(labels)
         self._config_changed()
 
     def delete_namespace(self, name: str) -> None:
-        self.s.namespaces.pop(name, None)
+        self.s.world.namespaces.pop(name, None)
         self._config_changed()
 
     def _config_changed(self) -> None:
         """Specs changed: recheck which queues are active, re-route every pending workload."""
-        self.s.trees.clear()
-        self.s.version += 1
-        self.s.config_version += 1
+        self.s.world.trees.clear()
+        self.s.world.version += 1
+        self.s.world.config_version += 1
         self.reservations.cache.clear()
         self.reservations.promised.clear()
         self.placement.shapes.clear()
         self.placement.groups.clear()
-        for cq in self.s.cluster_queues.values():
+        for cq in self.s.world.cluster_queues.values():
             missing = [
                 f
                 for group in cq.spec.resource_groups
                 for f in (fl.name for fl in group.flavors)
-                if f not in self.s.flavors
+                if f not in self.s.world.flavors
             ]
             if cq.deleted:
                 cq.inactive_reason = f"ClusterQueue {cq.name!r} is being deleted"
@@ -189,30 +191,30 @@ class Engine:
             else:
                 cq.inactive_reason = None
         # Re-route every pending workload: LocalQueue targets, namespaces or selectors may have moved.
-        for cq in list(self.s.cluster_queues.values()):
+        for cq in list(self.s.world.cluster_queues.values()):
             for key in list(cq.ordered()):
-                wl = self.s.workloads[key[3]]
+                wl = self.s.world.workloads[key[3]]
                 target, _, _ = self.routing.target(wl)
                 if target is not cq:
                     cq.discard(wl)
                     wl.cq = None
-                    self.s.unrouted[wl.key] = wl
+                    self.s.book.unrouted[wl.key] = wl
             self.s.retry(RetryReason.SPEC_CHANGED, cq)
-        for wl in list(self.s.unrouted.values()):
+        for wl in list(self.s.book.unrouted.values()):
             if wl.requeue_at is None and not wl.deactivated:
                 self.routing.route(wl)
 
     def upsert_node(self, spec: NodeSpec) -> None:
-        old = self.s.nodes.nodes.get(spec.name)
+        old = self.s.world.nodes.nodes.get(spec.name)
         changed = old is not None and not old.describes(spec)
-        self.s.nodes.upsert(spec)
+        self.s.world.nodes.upsert(spec)
         if changed:
             self.capacity.nodes_changed()
         self.capacity.capacity_freed()
 
     def delete_node(self, name: str) -> None:
-        if self.s.nodes.remove(name) is not None:
-            self.s.version += 1
+        if self.s.world.nodes.remove(name) is not None:
+            self.s.world.version += 1
             self.capacity.nodes_changed()
 
     def update_pod(self, pod: PodInfo) -> None:
@@ -226,14 +228,14 @@ class Engine:
 
     def pods_ready(self, key: str, ready: bool = True) -> None:
         """Shells that observe readiness directly (e.g. from JobSet status) report it here."""
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is not None and wl.state == "Admitted":
             wl.pods_ready = ready or wl.pods_ready
 
     def submit(self, spec: WorkloadSpec, now: float) -> None:
         """Queue a new workload, or update a pending one (priority, pod sets, queue)."""
         spec.validate()
-        wl = self.s.workloads.get(spec.key)
+        wl = self.s.world.workloads.get(spec.key)
         if wl is not None:
             if wl.state != "Pending":
                 return  # admitted gangs are immutable; the shell evicts to change them
@@ -252,18 +254,18 @@ class Engine:
             fresh.pending_since = wl.pending_since
             wl = fresh
         else:
-            self.s.seq += 1
-            wl = Workload(spec, self.s.seq, now)
-        self.s.workloads[spec.key] = wl
+            self.s.world.seq += 1
+            wl = Workload(spec, self.s.world.seq, now)
+        self.s.world.workloads[spec.key] = wl
         if spec.runtime_limit is not None:
-            self.s.limited[spec.key] = None
+            self.s.book.limited[spec.key] = None
         else:
-            self.s.limited.pop(spec.key, None)
+            self.s.book.limited.pop(spec.key, None)
         if wl.deactivated:
             self.s.set_reason(wl, "Deactivated", wl.message)
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
         elif wl.requeue_at is not None and wl.requeue_at > now:
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
         else:
             self.routing.route(wl)
 
@@ -276,7 +278,7 @@ class Engine:
         deletes it, after its TTL), and a gang placed onto their nodes meanwhile would wait there,
         holding quota, with nothing running. Without it (a simulation that never reports pods)
         they are taken to be gone with the gang."""
-        wl = self.s.workloads.pop(key, None)
+        wl = self.s.world.workloads.pop(key, None)
         if wl is None:
             return
         if wl.state == "Pending":
@@ -288,9 +290,9 @@ class Engine:
             else:
                 self.capacity.forget_pods(wl)
         wl.state = "Finished"
-        self.s.updates.pop(key, None)
+        self.s.book.updates.pop(key, None)
         self.reservations.forget(key)
-        self.s.limited.pop(key, None)
+        self.s.book.limited.pop(key, None)
         self.placement.reachable.pop(key, None)
 
     def _leave_queue(self, wl: Workload) -> None:
@@ -298,15 +300,15 @@ class Engine:
         other preemptors' reservations counted it, see Reservations.charge_claims), and the gangs
         it preempted that waited for it may go (EngineState.release_held)."""
         self.routing.unqueue(wl)
-        if wl.key in self.s.claimants:
-            del self.s.claimants[wl.key]
-            self.s.version += 1
+        if wl.key in self.s.book.claimants:
+            del self.s.book.claimants[wl.key]
+            self.s.world.version += 1
         if wl.holding:
             self.s.release_held(wl)
 
     def eviction_done(self, key: str, now: float) -> None:
         """An evicted gang has stopped (JobSet suspended, pods gone): release it and requeue it."""
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None or wl.state != "Evicting":
             return
         self.capacity.release(wl)
@@ -316,11 +318,11 @@ class Engine:
         wl.running = 0
         wl.pods_ready = False
         wl.pending_since = now
-        preemptor = self.s.workloads.get(wl.evicted_by) if wl.evicted_by is not None else None
+        preemptor = self.s.world.workloads.get(wl.evicted_by) if wl.evicted_by is not None else None
         wl.evicted_by = None
         if preemptor is not None and preemptor.state == "Pending" and preemptor.claim:
             self.s.hold_for_preemptor(wl, preemptor, now)
-        elif (shelter := self.s.config.preemption_shelter) is not None and wl.preempted >= shelter:
+        elif (shelter := self.s.world.config.preemption_shelter) is not None and wl.preempted >= shelter:
             self.s.hold_until(wl, now)
         if (
             preemptor is not None
@@ -329,17 +331,17 @@ class Engine:
             and not any(self.s.stopping(victim) for victim in preemptor.victims)
         ):
             # Its victims' capacity is free: it goes first (see SchedulingCycle.try_preemptors).
-            self.s.ready_preemptors[preemptor.key] = None
+            self.s.book.ready_preemptors[preemptor.key] = None
         if wl.deactivated:
             self.s.set_reason(wl, "Deactivated", wl.message)
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
             return
         requeue_at = wl.evict_requeue_at
         wl.evict_requeue_at = None
         if requeue_at is not None and requeue_at > now:
             wl.requeue_at = requeue_at
             self.s.set_reason(wl, "Backoff", f"requeued after backoff at t={requeue_at:.0f}")
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
             self.s.add_timer(requeue_at, "requeue", wl.key, wl.admit_count)
             return
         self.routing.route(wl)
@@ -362,10 +364,10 @@ class Engine:
         queues it.
         """
         spec.validate()
-        existing = self.s.workloads.get(spec.key)
+        existing = self.s.world.workloads.get(spec.key)
         if existing is not None and existing.state != "Pending":
             return existing.admission, ""
-        cq = self.s.cluster_queues.get(cluster_queue)
+        cq = self.s.world.cluster_queues.get(cluster_queue)
         if cq is None or cq.deleted:
             return None, f"ClusterQueue {cluster_queue!r} does not exist"
         if cq.inactive_reason:
@@ -387,20 +389,20 @@ class Engine:
                 usage[fr] = usage.get(fr, 0) + amount * ps.count
         over: list[str] = []
         for fr, need in usage.items():
-            available = self.s.quota.available(cq.node, fr)
+            available = self.s.world.quota.available(cq.node, fr)
             if need > available:
                 over.append(f"{format_amount(fr[1], need)} {fr[1]} in flavor {fr[0]} where ClusterQueue "
                             f"{cluster_queue!r} has {format_amount(fr[1], available)} available")
         if existing is not None:
             self.routing.unqueue(existing)
-            self.s.workloads.pop(spec.key, None)
-        self.s.seq += 1
-        wl = Workload(spec, self.s.seq, now)
-        self.s.workloads[spec.key] = wl
+            self.s.world.workloads.pop(spec.key, None)
+        self.s.world.seq += 1
+        wl = Workload(spec, self.s.world.seq, now)
+        self.s.world.workloads[spec.key] = wl
         if spec.runtime_limit is not None:
-            self.s.limited[spec.key] = None
+            self.s.book.limited[spec.key] = None
         for fr, need in usage.items():
-            self.s.quota.add_usage(cq.node, fr, need)
+            self.s.world.quota.add_usage(cq.node, fr, need)
         wl.cq = cq
         borrowing = any(cq.node.usage.get(fr, 0) > cq.node.nominal.get(fr, 0) for fr in usage)
         pod_sets = tuple(
@@ -418,13 +420,13 @@ class Engine:
         cq.admitted_total += 1
         if spec.runtime_limit is not None:
             wl.end_time = now + spec.runtime_limit
-            self.s.running_by_end.add((wl.end_time, wl.seq, wl.key))
+            self.s.book.running_by_end.add((wl.end_time, wl.seq, wl.key))
         for pod_key in list(existing.pods) if existing is not None else ():
-            pod = self.s.pods.get(pod_key)
+            pod = self.s.world.pods.get(pod_key)
             if pod is not None:  # reported while it was queued: now they are an admitted gang's pods
                 self.capacity.delete_pod(pod_key)
                 self.capacity.update_pod(pod)
-        self.s.version += 1
+        self.s.world.version += 1
         self.s.start_ready_timer(wl, now)
         return admission, ("over quota: " + "; ".join(over)) if over else ""
 
@@ -436,7 +438,7 @@ class Engine:
         An admin needs a way to park a gang without deleting it (and its history), and the same
         switch is what brings back a gang deactivated after too many pods-ready timeouts.
         """
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None or wl.deactivated:
             return
         wl.deactivated = True
@@ -444,10 +446,10 @@ class Engine:
         if wl.state == "Pending":
             self._leave_queue(wl)
             wl.requeue_at = None
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
             self.s.set_reason(wl, "Deactivated", message)
         elif wl.state == "Admitted":
-            self.s.drain[f"wl:{key}"] = None
+            self.s.book.drain[f"wl:{key}"] = None
         # Evicting: eviction_done keeps it out of its queue.
 
     def restore_stopping(
@@ -465,11 +467,11 @@ class Engine:
     ) -> tuple[Admission | None, str]:
         """:meth:`restore`, then hold the gang as one being evicted until :meth:`eviction_done`."""
         admission, why = self.restore(spec, cluster_queue, flavors, now)
-        wl = self.s.workloads.get(spec.key)
+        wl = self.s.world.workloads.get(spec.key)
         if admission is not None and wl is not None and wl.state == "Admitted":
             wl.state = "Evicting"
             wl.message = message
-            self.s.version += 1
+            self.s.world.version += 1
         return admission, why
 
     def hold_started(self, spec: WorkloadSpec, now: float) -> tuple[Admission | None, str]:
@@ -487,14 +489,14 @@ class Engine:
         ClusterQueue for it, no flavor for its requests): it is then queued as usual.
         """
         spec.validate()
-        existing = self.s.workloads.get(spec.key)
+        existing = self.s.world.workloads.get(spec.key)
         if existing is not None and existing.state != "Pending":
             return existing.admission, ""
         probe = Workload(spec, 0, now)
         cq, _, why = self.routing.target(probe)
         if cq is None:
             return None, why
-        options = flavor_options(cq.spec, self.s.flavors, spec.pod_sets)
+        options = flavor_options(cq.spec, self.s.world.flavors, spec.pod_sets)
         if options.why or not options.combos:
             return None, options.why or f"ClusterQueue {cq.name!r} has no flavor for its requests"
         flavors: list[dict[str, str]] = [{} for _ in spec.pod_sets]
@@ -505,14 +507,14 @@ class Engine:
     def reactivate(self, key: str, now: float) -> None:
         """Put a deactivated workload back in its queue (an admin's explicit decision); its count
         of pods-ready evictions starts again at zero."""
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None or not wl.deactivated:
             return
         wl.deactivated = False
         wl.ready_evictions = 0
         wl.requeue_at = None
         if wl.state == "Pending":
-            self.s.unrouted.pop(wl.key, None)
+            self.s.book.unrouted.pop(wl.key, None)
             self.routing.route(wl)
 
     def schedule(self, now: float) -> list[Decision]:
@@ -525,26 +527,26 @@ class Engine:
         # changes asked for it (EngineState.repeat_cycle): see docs/engine.md, "Retry reasons",
         # for why, and why it ends.
         while True:
-            asked = self.s.cycle_again
-            if not (self.cycle.run(now, decisions) or self.s.cycle_again != asked) or not self.s.dirty:
+            asked = self.s.call.cycle_again
+            if not (self.cycle.run(now, decisions) or self.s.call.cycle_again != asked) or not self.s.book.dirty:
                 break
-        for name in self.s.deferred_preemptions:
+        for name in self.s.book.deferred_preemptions:
             # PREEMPTION_DEFERRED: see Preemption.admitted_now.
-            deferred = self.s.cluster_queues.get(name)
+            deferred = self.s.world.cluster_queues.get(name)
             if deferred is not None:
                 self.s.retry(RetryReason.PREEMPTION_DEFERRED, deferred)
-        self.s.deferred_preemptions.clear()
-        if self.s.cite_ended:
+        self.s.book.deferred_preemptions.clear()
+        if self.s.book.cite_ended:
             self.reasons.refresh_citations(now)
-        for key in self.s.updates:
-            wl = self.s.workloads.get(key)
+        for key in self.s.book.updates:
+            wl = self.s.world.workloads.get(key)
             if wl is None or wl.state != "Pending":
                 continue
             current = (wl.reason, wl.message)
             if wl.emitted != current:
                 wl.emitted = current
                 decisions.append(PendingUpdate(wl.key, wl.cq.name if wl.cq else None, wl.reason, wl.message, now))
-        self.s.updates.clear()
+        self.s.book.updates.clear()
         return decisions
 
     def next_wakeup(self) -> float | None:
@@ -554,7 +556,7 @@ class Engine:
     def retry_counts(self) -> dict[str, int]:
         """Retries asked for since the engine started, per reason (:class:`RetryReason`, by its
         metric label): every reason, zeros included."""
-        counts = self.s.retry_counts
+        counts = self.s.book.retry_counts
         return {reason_label(reason): counts[reason] for reason in REASONS}
 
     def position(self, key: str) -> tuple[int, int] | None:
@@ -575,7 +577,7 @@ class Engine:
 
     def check_invariants(self) -> None:
         """Assert the engine's invariants (used by tests and the simulator's debug mode)."""
-        for cq in self.s.cluster_queues.values():
+        for cq in self.s.world.cluster_queues.values():
             usage: dict[FlavorResource, int] = {}
             for wl in cq.admitted.values():
                 assert wl.state in ("Admitted", "Evicting"), wl.key
@@ -584,14 +586,13 @@ class Engine:
                     usage[fr] = usage.get(fr, 0) + amount
             for fr in set(usage) | set(cq.node.usage):
                 assert usage.get(fr, 0) == cq.node.usage.get(fr, 0), (cq.name, fr)
-        for wl in self.s.workloads.values():
+        pods = self.s.world.pods
+        for wl in self.s.world.workloads.values():
             if wl.state in ("Admitted", "Evicting"):
                 # What it holds: its planned pods and the pods bound while it was admitted.
                 held: dict[str, dict[str, int]] = {}
                 slots = [(node, wl.spec.pod_sets[index].requests, count) for (index, node), count in wl.planned.items()]
-                slots += [
-                    (self.s.pods[key].node, self.s.pods[key].requests, 1) for key, holds in wl.pods.items() if holds
-                ]
+                slots += [(pods[key].node, pods[key].requests, 1) for key, holds in wl.pods.items() if holds]
                 for node, requests, count in slots:
                     amounts = held.setdefault(node, {})
                     for resource, amount in requests.items():
@@ -601,8 +602,8 @@ class Engine:
                 assert wl.reason, wl.key
                 assert not wl.planned and all(not any(h.values()) for h in wl.held.values()), wl.key
                 in_queue = wl.cq is not None and wl.queued is not None
-                assert in_queue != (wl.key in self.s.unrouted), wl.key
-        if self.s.quota.log is not None or self.s.nodes.log is not None:
+                assert in_queue != (wl.key in self.s.book.unrouted), wl.key
+        if self.s.world.quota.log is not None or self.s.world.nodes.log is not None:
             raise AssertionError("a statement was left open")
 
 

@@ -70,7 +70,7 @@ class Placement:
         set small.
         """
         cached = wl.choices
-        if cached is None or cached[0] != self.s.config_version or cached[1] != cq.name:
+        if cached is None or cached[0] != self.s.world.config_version or cached[1] != cq.name:
             signatures = tuple(_pod_set_signature(ps) for ps in wl.spec.pod_sets)
             shapes = self.shapes
             # Keyed on the queue's flavor layout, not its name: queues with the same resource
@@ -83,14 +83,14 @@ class Placement:
                 if len(shapes) >= _MAX_SHAPES:
                     shapes.clear()  # caches: shapes of gangs long gone must not pile up
                     self.groups.clear()
-                options = flavor_options(cq.spec, self.s.flavors, wl.spec.pod_sets, self.groups)
+                options = flavor_options(cq.spec, self.s.world.flavors, wl.spec.pod_sets, self.groups)
                 shapes[(cq.name, signatures) if options.why else (cq.layout, signatures)] = options
-            cached = (self.s.config_version, cq.name, options)
+            cached = (self.s.world.config_version, cq.name, options)
             wl.choices = cached
         return cached[2]
 
     def assignments(self, cq: ClusterQueueState, wl: Workload, messages: bool = True) -> Candidates:
-        return assignments(self.s.quota, cq.node, cq.spec, self.options(cq, wl), messages)
+        return assignments(self.s.world.quota, cq.node, cq.spec, self.options(cq, wl), messages)
 
     def pod_sets_of(
         self, choices: tuple[PodSetChoice, ...]
@@ -101,10 +101,10 @@ class Placement:
             labels: dict[str, str] = {}
             tolerations: list[Toleration] = []
             for flavor_name in dict.fromkeys(choice.flavors.values()):
-                flavor = self.s.flavors[flavor_name]
+                flavor = self.s.world.flavors[flavor_name]
                 labels.update(flavor.node_labels)
                 tolerations.extend(flavor.tolerations)
-            pools = self.s.nodes.candidate_pools(labels, tuple(tolerations), ps)
+            pools = self.s.world.nodes.candidate_pools(labels, tuple(tolerations), ps)
             out.append((choice.index, ps.requests, ps.count, pools))
         # Largest pods first: they are the hardest to fit.
         out.sort(key=lambda item: tuple(-v for _, v in sorted(item[1].items())))
@@ -122,8 +122,8 @@ class Placement:
         now?) and, when it does, placed again at once by its real attempt, which then needs no
         second search.
         """
-        nodes = self.s.nodes
-        state = (nodes.epoch, self.s.config_version, nodes.version, a.index)
+        nodes = self.s.world.nodes
+        state = (nodes.epoch, self.s.world.config_version, nodes.version, a.index)
         clean = not nodes.log  # the state is the real one of this epoch
         known = wl.placement
         if clean and known is not None and known[0] == state:
@@ -147,7 +147,7 @@ class Placement:
             )
         if wl.spec.min_resources:
             pools = {p.pool_id: p for _, _, _, ps in pod_sets for p in ps}
-            free = self.s.nodes.free_in_pools(pools.values())
+            free = self.s.world.nodes.free_in_pools(pools.values())
             planned: dict[str, int] = {}
             for (index, _), count in placement.pods.items():
                 for r, v in wl.spec.pod_sets[index].requests.items():
@@ -181,11 +181,11 @@ class Placement:
         cq = victim.cq
         assert cq is not None
         for fr, amount in victim.usage.items():
-            self.s.quota.add_usage(cq.node, fr, sign * amount)
+            self.s.world.quota.add_usage(cq.node, fr, sign * amount)
         for node_name, req in victim.held.items():
-            node = self.s.nodes.nodes.get(node_name)
+            node = self.s.world.nodes.nodes.get(node_name)
             if node is not None:
-                self.s.nodes.allocate(node, req, sign)
+                self.s.world.nodes.allocate(node, req, sign)
 
     def fits(self, cq: ClusterQueueState, wl: Workload, a: Assignment, nodes_checked: bool) -> bool:
         """Would ``wl`` fit with assignment ``a`` in the current (what-if) state?"""
@@ -200,7 +200,7 @@ class Placement:
         could not take (0 when only ``minResources`` failed)."""
         if not nodes_checked:
             return True, 0
-        with Statement(self.s.quota, self.s.nodes):
+        with Statement(self.s.world.quota, self.s.world.nodes):
             why, _, placed = self.place(wl, a, None)
         if not why:
             return True, 0
@@ -208,7 +208,7 @@ class Placement:
 
     def fits_quota(self, cq: ClusterQueueState, a: Assignment) -> bool:
         """Does the quota available to ``cq`` now take assignment ``a``?"""
-        available = self.s.quota.available
+        available = self.s.world.quota.available
         node = cq.node
         return all(amount <= available(node, fr) for fr, amount in a.usage.items())
 
@@ -244,12 +244,12 @@ class Placement:
         fit no node counts for nothing: a starving head that could only ever run in a flavor a
         lender claims would hold the lender's head back through an option its pods never fit,
         and neither would be admitted on an idle cluster."""
-        version = (self.s.config_version, self.s.nodes.spec_version)
+        version = (self.s.world.config_version, self.s.world.nodes.spec_version)
         cached = self.reachable.get(wl.key)
         if cached is None or cached[0] != version or cached[1] != cq.name:
             options = self.options(cq, wl)
             usages = options.usages[:1] if options.single else options.usages
-            potential, node = self.s.quota.potential, cq.node
+            potential, node = self.s.world.quota.potential, cq.node
             nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
             reachable = (
                 ()
@@ -280,7 +280,7 @@ class Placement:
         pods of 4 GPUs on nodes of 6, 3, 2, 4 and 3 GPUs (18 in all) never fits, and as a
         starving head it would hold its queue on an idle cluster."""
         pod_sets = self.pod_sets_of(choices)
-        nodes = self.s.nodes
+        nodes = self.s.world.nodes
         placeable = 0  # any minMember pods may be the ones placed, but no more of a pod set than its nodes hold
         for _, requests, count, pools in pod_sets:
             pods = nodes.empty_pods(pools, requests)
@@ -308,7 +308,7 @@ class Placement:
         again is counted anew. Each check then scans only the nodes freed since the last one,
         instead of giving up (and trying the gang in full) once many nodes have been freed.
         """
-        nodes = self.s.nodes
+        nodes = self.s.world.nodes
         gain = nodes.pods_freed_since(
             mark.freed_seq,
             wl.spec.pod_sets[0].requests,

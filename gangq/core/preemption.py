@@ -163,8 +163,8 @@ class Preemption:
         policy = cq.spec.preemption
         needed_frs = set(a.usage)
         borrows = any(cq.node.usage.get(fr, 0) + amount > cq.node.nominal.get(fr, 0) for fr, amount in a.usage.items())
-        final_share = dominant_share(cq.node, a.usage) if self.s.config.fair_sharing else 0.0
-        budget = self.s.config.preemption_budget
+        final_share = dominant_share(cq.node, a.usage) if self.s.world.config.fair_sharing else 0.0
+        budget = self.s.world.config.preemption_budget
         keyed: list[tuple[tuple[int, int, float, int, float, int], Workload]] = []
         deferred = False  # a gang was left out as admitted at this very time
         for other in self.s.tree_queues(cq):
@@ -173,7 +173,7 @@ class Preemption:
             if not own:
                 if not any(other.node.borrowing(fr) > 0 for fr in needed_frs):
                     continue
-                if self.s.config.fair_sharing:
+                if self.s.world.config.fair_sharing:
                     share = dominant_share(other.node)
                     if share <= final_share:
                         continue
@@ -208,13 +208,13 @@ class Preemption:
                         victim,
                     )
                 )
-        shelter = self.s.config.preemption_shelter
-        if shelter is not None and ctx.now - wl.pending_since < self.s.config.starvation_timeout:
+        shelter = self.s.world.config.preemption_shelter
+        if shelter is not None and ctx.now - wl.pending_since < self.s.world.config.starvation_timeout:
             # A gang preempted `shelter` times is no victim of a preemptor that has not starved
             # (see Attempt.sheltered): that one waits for capacity to come free instead.
             unsheltered = [item for item in keyed if item[1].state == "Evicting" or item[1].preempted < shelter]
             if len(unsheltered) < len(keyed):
-                starve_at = wl.pending_since + self.s.config.starvation_timeout
+                starve_at = wl.pending_since + self.s.world.config.starvation_timeout
                 if wl.starve_at != starve_at:
                     # Then it may take them: its queue is retried.
                     wl.starve_at = starve_at
@@ -222,26 +222,26 @@ class Preemption:
                 keyed = unsheltered
         if not keyed:
             if deferred:
-                self.s.deferred_preemptions[cq.name] = None
+                self.s.book.deferred_preemptions[cq.name] = None
             return None
         if not self.quota_could_suffice(cq, a, [v for _, v in keyed]):
             if deferred:
-                self.s.deferred_preemptions[cq.name] = None
+                self.s.book.deferred_preemptions[cq.name] = None
             return None
         keyed.sort(key=lambda item: item[0])
         candidates = [v for _, v in keyed]
-        stmt = Statement(self.s.quota, self.s.nodes)
+        stmt = Statement(self.s.world.quota, self.s.world.nodes)
         try:
-            assert self.s.quota.log is not None and self.s.nodes.log is not None
-            qlog, nlog = self.s.quota.log, self.s.nodes.log
+            assert self.s.world.quota.log is not None and self.s.world.nodes.log is not None
+            qlog, nlog = self.s.world.quota.log, self.s.world.nodes.log
 
             def mark() -> tuple[int, int]:
                 return (len(qlog), len(nlog))
 
             def undo(m: tuple[int, int]) -> None:
                 q, n = m
-                self.s.nodes.undo(n)
-                self.s.quota.undo(q)
+                self.s.world.nodes.undo(n)
+                self.s.world.quota.undo(q)
 
             def fits() -> bool:
                 return self.fits_unclaimed(cq, wl, a, nodes_checked, ctx)
@@ -259,7 +259,7 @@ class Preemption:
 
             self.reservations.charge_claims(cq, wl)
             victims = None
-            grace = self.s.config.preemption_grace
+            grace = self.s.world.config.preemption_grace
             if grace > 0 or shelter is not None:
                 # Gangs evicted before and admitted again within the grace, and gangs preempted
                 # `shelter` times (see Attempt.sheltered), go only when no set without them
@@ -280,14 +280,14 @@ class Preemption:
         finally:
             stmt.discard()
         if victims is None and deferred:
-            self.s.deferred_preemptions[cq.name] = None
+            self.s.book.deferred_preemptions[cq.name] = None
         return victims
 
     def delayed(self, wl: Workload, now: float) -> bool:
         """Is ``wl`` still inside its preemption delay (``EngineConfig.preemption_delay``)? Then it
         waits for capacity to come free on its own, and a timer retries its queue when the delay
         ends, so that it preempts then if it still does not fit."""
-        ready_at = wl.pending_since + self.s.config.preemption_delay
+        ready_at = wl.pending_since + self.s.world.config.preemption_delay
         if now >= ready_at:
             return False
         if wl.preempt_at != ready_at:
@@ -303,7 +303,7 @@ class Preemption:
         A necessary condition checked without a what-if: on a saturated cluster nearly every
         search fails (the waiting heads outrank no running gang by enough), and trying each one
         by releasing every candidate and checking after each cost more than all else together."""
-        available = self.s.quota.available
+        available = self.s.world.quota.available
         for fr, amount in a.usage.items():
             short = amount - available(cq.node, fr)
             if short > 0 and sum(v.usage.get(fr, 0) for v in candidates) < short:
@@ -331,7 +331,7 @@ class Preemption:
         owner = victim.evicted_by
         if owner is None or owner == wl.key:
             return False
-        preemptor = self.s.workloads.get(owner)
+        preemptor = self.s.world.workloads.get(owner)
         return preemptor is not None and preemptor.state == "Pending" and victim.key in preemptor.victims
 
     def victims_suffice(
@@ -349,11 +349,11 @@ class Preemption:
         stopping = [
             victim
             for key in wl.victims
-            if self.s.stopping(key) and not self.claimed_by_other(victim := self.s.workloads[key], wl)
+            if self.s.stopping(key) and not self.claimed_by_other(victim := self.s.world.workloads[key], wl)
         ]
         if not stopping:
             return None
-        with Statement(self.s.quota, self.s.nodes):
+        with Statement(self.s.world.quota, self.s.world.nodes):
             self.reservations.charge_claims(cq, wl)
             for victim in stopping:
                 self.placement.release_in_statement(victim)
@@ -398,6 +398,6 @@ class Preemption:
         if cq.protected_head is wl:
             # Others' admissions, or a new claim, may leave its stopping victims short: then it
             # chooses more, and the gangs it holds back wait for that (see Reservations.retry_held_heads).
-            self.s.held_heads[cq.name] = None
+            self.s.book.held_heads[cq.name] = None
         if changed:
             self.reservations.retry_others_held(cq, wl)

@@ -53,14 +53,14 @@ class Reasons:
         lent quota for ns/a" long after ns/a was admitted, when q1's new head claims nothing the
         gang needs. Only the gangs whose reason names the gang that changed are looked at: as
         many as were told so, by tries that happened anyway."""
-        ended = self.s.cite_ended
-        self.s.cite_ended = {}
+        ended = self.s.book.cite_ended
+        self.s.book.cite_ended = {}
         ctx: CycleScratch | None = None
         for key, cited in ended.items():
             cq = cited.cq
             if cq is not None and cq.head() is cited:
                 continue  # still its queue's protected head (head() checks that it is queued there)
-            citers = self.s.citers.pop(key, None)
+            citers = self.s.book.citers.pop(key, None)
             if not citers:
                 continue
             for wl in citers.values():
@@ -113,7 +113,7 @@ class Reasons:
         for a in open_options:
             in_scope = self.reservations.holding_heads(cq, wl, a, ctx)
             heads = [(h, self.reservations.reservation(h, ctx.now)) for h in in_scope]
-            with Statement(self.s.quota, self.s.nodes):
+            with Statement(self.s.world.quota, self.s.world.nodes):
                 self.s.charge(wl, cq, a.usage)
                 why = self.placement.place(wl, a, None)[0] if nodes_checked else ""
                 blocked_by = None if why else self.reservations.blocks(heads, wl, ctx.now, promise=False)
@@ -141,12 +141,12 @@ class Reasons:
         first = next(cq.ordered(), None)
         if first is None or first == wl.order_key:
             return wl.message
-        head = self.s.workloads[first[3]]
+        head = self.s.world.workloads[first[3]]
         return f"{wl.message} (its head: {head.key}, {head.reason})"
 
     def tell_blocked(self, cq: ClusterQueueState, head: Workload | None) -> None:
         """StrictFIFO: gangs queued behind the head that stopped the queue were not tried; say so."""
-        sc = self.s.scratch[cq.name]
+        sc = self.s.book.scratch[cq.name]
         fresh = sc.fresh
         sc.fresh = []
         if head is None:
@@ -160,18 +160,18 @@ class Reasons:
         reason: PendingReason = "ClusterQueueInactive" if cq.inactive_reason else "ClusterQueueStopped"
         message = cq.inactive_reason or f"ClusterQueue {cq.name!r} is stopped ({cq.spec.stop_policy})"
         for key in list(cq.ordered()):
-            self.s.set_reason(self.s.workloads[key[3]], reason, message)
+            self.s.set_reason(self.s.world.workloads[key[3]], reason, message)
 
     def position(self, key: str) -> tuple[int, int] | None:
         """(1-based position, queue length) of a pending workload in its ClusterQueue."""
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None or wl.cq is None or wl.queued is None:
             return None
         return wl.cq.position(wl.order_key), wl.cq.pending_count()
 
     def workload_view(self, key: str) -> WorkloadView | None:
         """What a person asks about one workload: state, queue, reason, position."""
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None:
             return None
         pos = self.position(key)
@@ -185,7 +185,7 @@ class Reasons:
 
     def pending_views(self, cluster_queue: str, limit: int | None = None, offset: int = 0) -> list[PendingView]:
         """The pending workloads of a ClusterQueue in admission order (Kueue's visibility API)."""
-        cq = self.s.cluster_queues.get(cluster_queue)
+        cq = self.s.world.cluster_queues.get(cluster_queue)
         if cq is None:
             return []
         out: list[PendingView] = []
@@ -194,7 +194,7 @@ class Reasons:
                 continue
             if limit is not None and len(out) >= limit:
                 break
-            wl = self.s.workloads[key[3]]
+            wl = self.s.world.workloads[key[3]]
             out.append(
                 PendingView(
                     wl.key,
@@ -211,7 +211,7 @@ class Reasons:
 
     def cluster_queue_view(self, name: str) -> ClusterQueueView | None:
         """Status of a ClusterQueue: active or why not, pending / admitted counts, usage."""
-        cq = self.s.cluster_queues.get(name)
+        cq = self.s.world.cluster_queues.get(name)
         if cq is None:
             return None
         usage = {fr: cq.node.usage.get(fr, 0) for fr in cq.flavor_resources}

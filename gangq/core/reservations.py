@@ -94,7 +94,8 @@ class Reservations:
         head in later) is not the one worked out now (that runner past its end: no time), and
         kept, it would let a gang pass that the head holds back."""
         cached = self.cache.get(head.key)
-        if cached is not None and cached.version == (self.s.version, self.s.heads_version) and cached.at == now:
+        version = (self.s.world.version, self.s.book.heads_version)
+        if cached is not None and cached.version == version and cached.at == now:
             return cached
         return None
 
@@ -120,9 +121,9 @@ class Reservations:
         cands = self.placement.assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
         if self.placement.never_fits(cq, head):
-            result = Reservation((self.s.version, self.s.heads_version), None, True, now)
+            result = Reservation((self.s.world.version, self.s.book.heads_version), None, True, now)
         else:
-            result = Reservation((self.s.version, self.s.heads_version), None, False, now)
+            result = Reservation((self.s.world.version, self.s.book.heads_version), None, False, now)
             truncated = self.depth >= _MAX_RESERVATION_CHAIN
             if any(self.s.stopping(key) for key in head.victims):
                 result.time = self.reservation_time(cq, head, cands, truncated, now, result)
@@ -142,8 +143,8 @@ class Reservations:
                         break
                     if isinstance(held, Workload):
                         result.held_by = (*result.held_by, held)
-                if result.time is None and self.s.running_by_end:
-                    with Statement(self.s.quota, self.s.nodes):
+                if result.time is None and self.s.book.running_by_end:
+                    with Statement(self.s.world.quota, self.s.world.nodes):
                         result.time = self.end_time_fit(cq, head, cands, set(), nodes_checked, now)
         if not truncated:
             self.cache[head.key] = result
@@ -205,7 +206,7 @@ class Reservations:
         scopes: list[list[tuple[Workload, Reservation]]] = [
             [] if truncated else self.scope(cq, head, a, now) for a in cands.assignments
         ]
-        with Statement(self.s.quota, self.s.nodes):
+        with Statement(self.s.world.quota, self.s.world.nodes):
             released = self.release_victims(head, "")
             # The claim first: it is the cheaper test, and a gang that borrows what a lender
             # claims back often fits otherwise (a what-if placement of it for nothing).
@@ -242,7 +243,7 @@ class Reservations:
         - Nodes: once the option failed on nodes, until the nodes released since could take the
           pods it was short (:class:`NodeShortfall`; gangs of one pod set).
         """
-        available = self.s.quota.available
+        available = self.s.world.quota.available
         short: list[dict[FlavorResource, int]] = []
         for a in cands.assignments:
             missing: dict[FlavorResource, int] = {}
@@ -253,10 +254,10 @@ class Reservations:
             short.append(missing)
         bounds: list[NodeShortfall | None] = [None] * len(cands.assignments)
         tracking = False
-        nodes = self.s.nodes.nodes
+        nodes = self.s.world.nodes.nodes
         top = cq.node.top
-        for end, _, key in self.s.running_by_end.iter_from((now, -1, "")):
-            runner = self.s.workloads.get(key)
+        for end, _, key in self.s.book.running_by_end.iter_from((now, -1, "")):
+            runner = self.s.world.workloads.get(key)
             if runner is None or runner.cq is None or key in released:
                 continue
             before: list[tuple[NodeState, list[int]]] = []
@@ -313,7 +314,7 @@ class Reservations:
         released = self.charge_claims(cq, head, exclude)
         for key in own:
             if key not in released:
-                self.placement.release_in_statement(self.s.workloads[key])
+                self.placement.release_in_statement(self.s.world.workloads[key])
                 released.add(key)
         return released
 
@@ -328,16 +329,16 @@ class Reservations:
         them again, over and over."""
         released: set[str] = set()
         top = cq.node.top
-        for key in list(self.s.claimants):
-            other = self.s.workloads.get(key)
+        for key in list(self.s.book.claimants):
+            other = self.s.world.workloads.get(key)
             ocq = other.cq if other is not None else None
             if other is None or ocq is None or other.state != "Pending" or not other.victims or not other.claim:
-                del self.s.claimants[key]
+                del self.s.book.claimants[key]
                 continue
             if other is wl or key == exclude or ocq.node.top is not top:
                 continue
             for vkey in other.victims:
-                victim = self.s.workloads.get(vkey)
+                victim = self.s.world.workloads.get(vkey)
                 if (
                     victim is not None
                     and vkey not in released
@@ -347,7 +348,7 @@ class Reservations:
                     vcq = victim.cq
                     assert vcq is not None
                     for fr, amount in victim.usage.items():
-                        self.s.quota.add_usage(vcq.node, fr, -amount)
+                        self.s.world.quota.add_usage(vcq.node, fr, -amount)
                     released.add(vkey)
             self.s.charge(other, ocq, other.claim)
         return released
@@ -364,12 +365,12 @@ class Reservations:
         assert cq is not None
         cands = self.placement.assignments(cq, head, messages=False)
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
-        with Statement(self.s.quota, self.s.nodes):
+        with Statement(self.s.world.quota, self.s.world.nodes):
             released = self.release_victims(head, exclude)
-            for end, _, key in self.s.running_by_end.iter_from((now, -1, "")):
+            for end, _, key in self.s.book.running_by_end.iter_from((now, -1, "")):
                 if end > time:
                     break
-                runner = self.s.workloads.get(key)
+                runner = self.s.world.workloads.get(key)
                 if runner is None or runner.cq is None or key == exclude or key in released:
                     continue
                 self.placement.release_in_statement(runner)
@@ -406,14 +407,14 @@ class Reservations:
             if info.never:
                 continue
             if info.time is None:
-                if now - head.pending_since >= self.s.config.starvation_timeout:
+                if now - head.pending_since >= self.s.world.config.starvation_timeout:
                     return head
                 continue
             first = promised.get(head.key)
             if first is None:
                 if promise:
                     promised[head.key] = info.time
-            elif now - first >= self.s.config.starvation_timeout:
+            elif now - first >= self.s.world.config.starvation_timeout:
                 return head  # its reservation slipped that long: expected ends were wrong
             limit = wl.spec.runtime_limit
             if limit is not None and now + limit <= info.time:
@@ -451,7 +452,7 @@ class Reservations:
     ) -> Workload | bool | None:
         """In a what-if with ``head`` charged and placed: None if its pods do not fit the nodes,
         else the older head whose reservation in ``scope`` holds it back, or False."""
-        with Statement(self.s.quota, self.s.nodes):
+        with Statement(self.s.world.quota, self.s.world.nodes):
             self.s.charge(head, cq, a.usage)
             if nodes_checked and self.placement.place(head, a, None)[0]:
                 return None
@@ -465,8 +466,8 @@ class Reservations:
         head = cq.head()
         if (
             head is None
-            or self.s.limited
-            or now - head.pending_since < self.s.config.starvation_timeout
+            or self.s.book.limited
+            or now - head.pending_since < self.s.world.config.starvation_timeout
             or self.placement.never_fits(cq, head)
         ):
             return None
@@ -476,7 +477,7 @@ class Reservations:
         """Does ``head`` hold back every later gang in its scope (see :meth:`blocks`)?
         True when it has no reservation time (no runtime limits to compute one) and has waited
         longer than the starvation timeout, yet could fit an empty cluster."""
-        if now - head.pending_since < self.s.config.starvation_timeout:
+        if now - head.pending_since < self.s.world.config.starvation_timeout:
             return False
         info = self.reservation(head, now)
         return info.time is None and not info.never
@@ -540,7 +541,7 @@ class Reservations:
         In a busy cluster most admissions pass an older head of their queue; this spares each
         one a what-if placement of that head.
         """
-        if self.s.limited or ctx.now - head.pending_since >= self.s.config.starvation_timeout:
+        if self.s.book.limited or ctx.now - head.pending_since >= self.s.world.config.starvation_timeout:
             return False
         if any(self.s.stopping(key) for key in head.victims):
             return False
@@ -551,7 +552,7 @@ class Reservations:
         if cq is None:
             return False
         node = cq.node
-        available = self.s.quota.available
+        available = self.s.world.quota.available
         for usage in self.placement.options(cq, head).usages:
             for fr, amount in usage.items():
                 if amount > available(node, fr):
@@ -569,7 +570,7 @@ class Reservations:
         cycle at once (see :meth:`Engine.schedule`); were the hold to end in the middle of the
         cycle, whether a gang it held back passed in this cycle or in the next would depend on
         whether the retry policy let its queue in at the start."""
-        if not self.s.protected:
+        if not self.s.book.protected:
             return
         head = cq.head()
         if head is not None and head.order_key < wl.order_key:
@@ -579,10 +580,10 @@ class Reservations:
         for _, h in self.s.other_heads(cq):
             if h.order_key < wl.order_key and any(fr[1] in h.totals for fr in a.usage):
                 yield h
-        if self.s.displaced:
+        if self.s.call.displaced:
             root = cq.node.root()
-            for name, heads in self.s.displaced.items():
-                other = self.s.cluster_queues.get(name)
+            for name, heads in self.s.call.displaced.items():
+                other = self.s.world.cluster_queues.get(name)
                 if other is None or other is cq or other.node.root() is not root:
                     continue
                 for h in heads:
@@ -611,7 +612,7 @@ class Reservations:
         if info is not None and info.time is not None:
             return f"would delay the reservation of {head.key} (starts at t={info.time:.0f}); waits behind it"
         return (
-            f"{head.key} has waited longer than the starvation timeout ({self.s.config.starvation_timeout:.0f}s) "
+            f"{head.key} has waited longer than the starvation timeout ({self.s.world.config.starvation_timeout:.0f}s) "
             "and holds its queue until it fits"
         )
 
@@ -653,14 +654,14 @@ class Reservations:
         another tree may take the nodes the head fitted (quota and claims are per tree)."""
         roots = {wl.cq.node.top for wl in admitted if wl.cq is not None}
         pools: set[int] | None = None  # where the admissions placed pods, worked out when needed
-        for name in list(self.s.held_heads):
-            cq = self.s.cluster_queues.get(name)
+        for name in list(self.s.book.held_heads):
+            cq = self.s.world.cluster_queues.get(name)
             if cq is None:
-                del self.s.held_heads[name]
+                del self.s.book.held_heads[name]
                 continue
             if cq.node.top not in roots:
                 if pools is None:
-                    nodes = self.s.nodes.nodes
+                    nodes = self.s.world.nodes.nodes
                     pools = {
                         node.pool.pool_id
                         for wl in admitted
@@ -669,7 +670,7 @@ class Reservations:
                     }
                 if not self.may_use_pools(cq, pools):
                     continue
-            del self.s.held_heads[name]
+            del self.s.book.held_heads[name]
             self.s.retry(RetryReason.HELD_HEAD_MAY_PASS, cq)
 
     def may_use_pools(self, cq: ClusterQueueState, pools: set[int]) -> bool:
@@ -700,12 +701,12 @@ class Reservations:
             if head is not None:
                 self.s.cited_role_may_end(head)
             cq.protected_head = wl
-            self.s.protected[cq.name] = None
+            self.s.book.protected[cq.name] = None
             claims = ctx.claims.get(cq.node.root())
             if claims is not None and self.claims.add_claims(claims, cq, wl) and claimed:
                 self.s.retry(RetryReason.OWN_CLAIM_UNCOUNTED, cq)
                 self.s.repeat_cycle(RetryReason.OWN_CLAIM_UNCOUNTED)
             if head is not None:
                 self.s.repeat_cycle(RetryReason.HEAD_DISPLACED)
-                self.s.displaced.setdefault(cq.name, []).append(head)
+                self.s.call.displaced.setdefault(cq.name, []).append(head)
                 self.s.retry_others(RetryReason.HEAD_DISPLACED, cq)

@@ -140,8 +140,8 @@ class IncrementalRetry(RetryPolicy):
                 # Not behind a head that only a lender's claim keeps out (``claimed``): it holds
                 # nothing for sure, and the gang's try asks for what the gang waits for (freed
                 # nodes, if it fails the node check), which no retry request here could match.
-                if self.s.limited:
-                    self.s.waiting_reservation[cq.name] = None
+                if self.s.book.limited:
+                    self.s.book.waiting_reservation[cq.name] = None
                 if wl.reason != "BlockedByReservation" or wl.cites is not head:
                     self.s.set_reason(
                         wl, "BlockedByReservation", self.reservations.blocked_message(head, ctx.now), head
@@ -152,8 +152,8 @@ class IncrementalRetry(RetryPolicy):
         options = self.placement.options(cq, wl)
         if options.why:
             return False
-        quota = self.s.quota
-        version = (quota.version, self.s.heads_version)
+        quota = self.s.world.quota
+        version = (quota.version, self.s.book.heads_version)
         if ctx.available_version != version:
             ctx.available.clear()
             ctx.available_version = version
@@ -203,12 +203,12 @@ class IncrementalRetry(RetryPolicy):
             if (
                 cq.spec.admission_mode != "QuotaAndNodes"
                 or mark is None
-                or mark.config != (self.s.config_version, cq.name)
+                or mark.config != (self.s.world.config_version, cq.name)
                 or not mark.options.issuperset(unblocked)
                 or not self.placement.mark_holds(wl, mark)
             ):
                 return False
-            self.s.wait_for_nodes(cq, wl, mark.pools if mark.pools_version == self.s.nodes.version else None)
+            self.s.wait_for_nodes(cq, wl, mark.pools if mark.pools_version == self.s.world.nodes.version else None)
         # Otherwise nothing fits the quota, or only quota a lender reclaims: try_gang fails on quota.
         if cq.protected_head is wl:
             cq.protected_head = None
@@ -246,7 +246,7 @@ class IncrementalRetry(RetryPolicy):
         if not retry:
             return iter(cq.active) if start is None else _after(iter(cq.active), start)
         bounds = self.candidate_bounds(cq, ctx)
-        walk = CandidateWalk(cq, bounds, not self.s.config.fair_sharing)
+        walk = CandidateWalk(cq, bounds, not self.s.world.config.fair_sharing)
         ctx.walks[cq.name] = walk
         claims = self.claims.tree_claims(cq, ctx)
         if walk.empty() and bounds and not cq.multi_pod_set:
@@ -272,8 +272,8 @@ class IncrementalRetry(RetryPolicy):
         special = claims.claimants.get(cq.name)
         if special is not None and special.cq is cq and special.queued == "inadmissible":
             walk.protect(special)
-        for key in self.s.claimants:
-            preemptor = self.s.workloads.get(key)
+        for key in self.s.book.claimants:
+            preemptor = self.s.world.workloads.get(key)
             if preemptor is not None and preemptor.cq is cq and preemptor.queued == "inadmissible":
                 walk.protect(preemptor)
         holding: Workload | None = None
@@ -317,7 +317,7 @@ class IncrementalRetry(RetryPolicy):
         """
         if not self.walks_candidates(cq) or self.reservations.holding_head(cq, ctx.now) is not None:
             return False
-        blocked = self.s.scratch[cq.name].node_blocked
+        blocked = self.s.book.scratch[cq.name].node_blocked
         gangs = [wl for wl in blocked.values() if wl.cq is cq and wl.queued == "inadmissible"]
         blocked.clear()  # each is back if it fails the node check again
         gangs.sort(key=lambda wl: wl.order_key)
@@ -328,7 +328,7 @@ class IncrementalRetry(RetryPolicy):
                     blocked[rest.key] = rest
                 return False
             if cq.protected_head is not before:
-                self.s.heads_version += 1
+                self.s.book.heads_version += 1
             ctx.failed.append(wl)
         return True
 
@@ -358,11 +358,12 @@ class IncrementalRetry(RetryPolicy):
         even those bounds leave every gang short, the retry's candidates would be empty, and it
         would try nothing if it looks at candidates only (:meth:`walks_candidates`).
         """
-        screen = self.s.scratch[cq.name].screen
+        screen = self.s.book.scratch[cq.name].screen
         if screen is None:
             return False
         root = screen.root
-        if root is not cq.node.top or screen.adds != cq.demand_adds or screen.config_version != self.s.config_version:
+        config_version = self.s.world.config_version
+        if root is not cq.node.top or screen.adds != cq.demand_adds or screen.config_version != config_version:
             return False
         least = screen.least
         split = screen.split
@@ -410,7 +411,7 @@ class IncrementalRetry(RetryPolicy):
         :meth:`still_short`, which also requires that no new gang took the place of the queue's
         protected head since its last retry: gangs that the old head held back may pass now, and
         only a full retry looks at them."""
-        if cq.active or cq.strict or self.s.scratch[cq.name].head_displaced or self.s.may_preempt(cq):
+        if cq.active or cq.strict or self.s.book.scratch[cq.name].head_displaced or self.s.may_preempt(cq):
             return False
         head = cq.head()
         return head is not None and not head.order_key > cq.inadmissible.first()
@@ -428,7 +429,7 @@ class IncrementalRetry(RetryPolicy):
         claims = self.claims.tree_claims(cq, ctx)
         memo = Amounts(self.claims, cq, claims)
         split = cq.multi_pod_set > 0
-        if not self.may_fit_any(cq, self.s.scratch[cq.name], memo):
+        if not self.may_fit_any(cq, self.s.book.scratch[cq.name], memo):
             self.note_short(cq, memo, claims)
             return []
         for fr in cq.flavor_resources:
@@ -477,13 +478,13 @@ class IncrementalRetry(RetryPolicy):
     def note_short(self, cq: ClusterQueueState, amounts: Amounts, claims: TreeClaims) -> None:
         """Keep what :meth:`may_fit_any` just showed (``screen_first`` is the resource that
         no queued gang of ``cq`` can get enough of), for :meth:`still_short`."""
-        resource = self.s.scratch[cq.name].screen_first
+        resource = self.s.book.scratch[cq.name].screen_first
         least = 0
         for r, amount in cq.least_common_demand():
             if r == resource:
                 least = amount
         name = cq.name
-        quota = self.s.quota
+        quota = self.s.world.quota
         node = cq.node
         # What the queue could take without lenders' claims: a claim may end before the next
         # check (and one may start), so the check applies the claims in force then.
@@ -524,7 +525,7 @@ class IncrementalRetry(RetryPolicy):
             for fr in frs:
                 if least < leasts.get(fr, least + 1):
                     leasts[fr] = least
-        quota = self.s.quota
+        quota = self.s.world.quota
         node = cq.node
         self.keep_screen(cq, 0, [(fr, least, quota.available(node, fr)) for fr, least in leasts.items()])
 
@@ -541,12 +542,12 @@ class IncrementalRetry(RetryPolicy):
         while parent is not None:
             ancestors.append(parent)
             parent = parent.parent
-        self.s.scratch[cq.name].screen = QuotaScreen(
+        self.s.book.scratch[cq.name].screen = QuotaScreen(
             root,
             least,
             cq.multi_pod_set > 0,
             cq.demand_adds,
-            self.s.config_version,
+            self.s.world.config_version,
             tuple(
                 [
                     ScreenEntry(fr, need, raw, released.get(fr, 0), tuple([(a, a.usage.get(fr, 0)) for a in ancestors]))
@@ -577,9 +578,9 @@ class IncrementalRetry(RetryPolicy):
         inadmissible = cq.inadmissible  # not changed before the end of the cycle
         may_preempt = self.s.may_preempt(cq)
         s = self.s
-        quota = s.quota
+        quota = s.world.quota
         version = quota.tree_stamp(cq.node)  # the candidates fit what the queue could take then
-        workloads = s.workloads
+        workloads = s.world.workloads
         key: OrderKey | None = None
         if inadmissible:
             key = inadmissible.first() if start is None else inadmissible.after(start)

@@ -21,12 +21,12 @@ class Routing:
         self.s = state
 
     def target(self, wl: Workload) -> tuple[ClusterQueueState | None, PendingReason, str]:
-        lq = self.s.local_queues.get(wl.lq_key)
+        lq = self.s.world.local_queues.get(wl.lq_key)
         if lq is None:
             return None, "LocalQueueNotFound", f"LocalQueue {wl.lq_key} does not exist"
         if lq.stop_policy != "None":
             return None, "LocalQueueStopped", f"LocalQueue {wl.lq_key} is stopped ({lq.stop_policy})"
-        cq = self.s.cluster_queues.get(lq.cluster_queue)
+        cq = self.s.world.cluster_queues.get(lq.cluster_queue)
         if cq is None or cq.deleted:
             return (
                 None,
@@ -34,7 +34,7 @@ class Routing:
                 f"ClusterQueue {lq.cluster_queue!r} of LocalQueue {wl.lq_key} does not exist",
             )
         selector = cq.spec.namespace_selector
-        labels = self.s.namespaces.get(wl.spec.namespace, {})
+        labels = self.s.world.namespaces.get(wl.spec.namespace, {})
         if selector is None or not selector.matches(labels):
             return (
                 None,
@@ -46,15 +46,15 @@ class Routing:
     def route(self, wl: Workload) -> None:
         cq, reason, message = self.target(wl)
         if cq is None:
-            self.s.unrouted[wl.key] = wl
+            self.s.book.unrouted[wl.key] = wl
             self.s.set_reason(wl, reason, message)
             return
-        self.s.unrouted.pop(wl.key, None)
+        self.s.book.unrouted.pop(wl.key, None)
         wl.requeue_at = None
         cq.push(wl)
         if cq.strict:
-            self.s.scratch[cq.name].fresh.append(wl)
-        self.s.dirty[cq.name] = None
+            self.s.book.scratch[cq.name].fresh.append(wl)
+        self.s.book.dirty[cq.name] = None
         if cq.inactive_reason:
             self.s.set_reason(wl, "ClusterQueueInactive", cq.inactive_reason)
         elif cq.stopped:
@@ -63,7 +63,7 @@ class Routing:
             self.s.set_reason(wl, "Pending", f"queued in ClusterQueue {cq.name!r}, waiting for quota")
 
     def unqueue(self, wl: Workload) -> None:
-        self.s.unrouted.pop(wl.key, None)
+        self.s.book.unrouted.pop(wl.key, None)
         cq = wl.cq
         self.s.cited_role_may_end(wl)
         if cq is not None:
@@ -75,6 +75,6 @@ class Routing:
                 # The heads changed: reservations worked out with this one (other heads' scopes,
                 # the claims it made) are stale. Without this, a reservation cached before the
                 # deletion said a lender claimed what no lender claimed any more.
-                self.s.heads_version += 1
+                self.s.book.heads_version += 1
                 self.s.retry_tree(RetryReason.HEAD_LEFT, cq)
         wl.cq = None

@@ -28,15 +28,15 @@ class Timers:
 
     def next_wakeup(self) -> float | None:
         """The earliest time at which :meth:`schedule` has timed work (None: only events matter)."""
-        while self.s.timers:
-            time, _, kind, key, token = self.s.timers[0]
+        while self.s.book.timers:
+            time, _, kind, key, token = self.s.book.timers[0]
             if self.live(kind, key, token, time):
                 return time
-            heapq.heappop(self.s.timers)
+            heapq.heappop(self.s.book.timers)
         return None
 
     def live(self, kind: str, key: str, token: int, time: float) -> bool:
-        wl = self.s.workloads.get(key)
+        wl = self.s.world.workloads.get(key)
         if wl is None or wl.admit_count != token:
             return False
         if kind == "ready":
@@ -50,11 +50,11 @@ class Timers:
         return wl.state == "Pending" and wl.requeue_at is not None
 
     def run(self, now: float, decisions: list[Decision]) -> None:
-        while self.s.timers and self.s.timers[0][0] <= now:
-            time, _, kind, key, token = heapq.heappop(self.s.timers)
+        while self.s.book.timers and self.s.book.timers[0][0] <= now:
+            time, _, kind, key, token = heapq.heappop(self.s.book.timers)
             if not self.live(kind, key, token, time):
                 continue
-            wl = self.s.workloads[key]
+            wl = self.s.world.workloads[key]
             if kind == "ready":
                 self.pods_ready_timeout(wl, now, decisions)
             elif kind == "hold":
@@ -69,11 +69,11 @@ class Timers:
                     self.s.retry(RetryReason.PREEMPTION_TIMER, wl.cq)
             else:
                 wl.requeue_at = None
-                self.s.unrouted.pop(wl.key, None)
+                self.s.book.unrouted.pop(wl.key, None)
                 self.routing.route(wl)
 
     def pods_ready_timeout(self, wl: Workload, now: float, decisions: list[Decision]) -> None:
-        cfg = self.s.config
+        cfg = self.s.world.config
         wl.ready_evictions += 1
         n = wl.ready_evictions
         timeout = self.s.ready_timeout(wl) or 0.0
@@ -96,29 +96,30 @@ class Timers:
         )
 
     def run_drains(self, now: float, decisions: list[Decision]) -> None:
-        if not self.s.drain:
+        if not self.s.book.drain:
             return
-        drains = list(self.s.drain)
-        self.s.drain.clear()
+        drains = list(self.s.book.drain)
+        self.s.book.drain.clear()
         for item in drains:
             kind, name = item.split(":", 1)
             if kind == "wl":  # deactivated while admitted (Engine.deactivate)
-                wl = self.s.workloads.get(name)
+                wl = self.s.world.workloads.get(name)
                 if wl is not None and wl.deactivated and wl.state == "Admitted":
                     self.s.evict(wl, "Deactivated", wl.message, now, decisions, deactivated=True)
                 continue
             if kind == "cq":
-                cq = self.s.cluster_queues.get(name)
+                cq = self.s.world.cluster_queues.get(name)
                 if cq is None or cq.spec.stop_policy != "HoldAndDrain":
                     continue
                 victims = list(cq.admitted.values())
                 reason: EvictionReason = "ClusterQueueStopped"
                 message = f"ClusterQueue {name!r} was stopped with HoldAndDrain"
             else:
-                lq = self.s.local_queues.get(name)
+                lq = self.s.world.local_queues.get(name)
                 if lq is None or lq.stop_policy != "HoldAndDrain":
                     continue
-                victims = [w for c in self.s.cluster_queues.values() for w in c.admitted.values() if w.lq_key == name]
+                queues = self.s.world.cluster_queues.values()
+                victims = [w for c in queues for w in c.admitted.values() if w.lq_key == name]
                 reason = "LocalQueueStopped"
                 message = f"LocalQueue {name} was stopped with HoldAndDrain"
             for wl in victims:

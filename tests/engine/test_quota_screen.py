@@ -102,10 +102,10 @@ def test_a_queue_that_released_quota_itself_is_screened_again() -> None:
     e = _cohort(CountingEngine)
     e.finish("ns/a0", 3.0)
     assert admitted(e.schedule(3.0)) == []
-    assert e.s.scratch["b"].screen is not None
+    assert e.s.book.scratch["b"].screen is not None
     before = e.screens["b"]
     e.finish("ns/b1", 4.0)  # b's own 8 cpus, plus the 1 that a lends: 9 of big's 12
-    assert e.s.scratch["b"].screen is None
+    assert e.s.book.scratch["b"].screen is None
     assert admitted(e.schedule(4.0)) == []
     assert e.screens["b"] > before
     e.finish("ns/a1", 5.0)  # 8 more given back by a: 17, and big fits

@@ -174,7 +174,7 @@ def _nodes_bound_replay(placement: type[FitCounting], seed: int) -> tuple[list[s
     now = 0.0
     while True:
         running = sorted(
-            (wl.end_time or 0.0, key) for key, wl in e.s.workloads.items() if wl.state == "Admitted"
+            (wl.end_time or 0.0, key) for key, wl in e.s.world.workloads.items() if wl.state == "Admitted"
         )
         if not running:
             break

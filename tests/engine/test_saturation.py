@@ -91,7 +91,7 @@ def _replay(depth: int, policy: Any, queues: int, seed: int) -> list[str]:
     for _ in range(depth // 2):
         running = sorted(
             (wl.end_time or 0.0, key)
-            for key, wl in e.s.workloads.items()
+            for key, wl in e.s.world.workloads.items()
             if wl.state == "Admitted" and wl.end_time is not None
         )
         if not running:
