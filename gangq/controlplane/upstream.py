@@ -12,6 +12,10 @@ a digest of the module's ``go.mod``/``go.sum`` and of the Go version,
 ``~/.cache/gangq/upstream/kueue-<key>/bin``. Only Go modules are fetched, through the Go module
 proxy, with the machine's Go (``GOTOOLCHAIN=local``). This is for benchmarks run from a checkout:
 ``hack/upstream`` is not bundled into the installed package.
+
+``AUTOSCALER_TOOLS`` are built the same way (``build_operator``, ``python -m
+gangq.controlplane.upstream karpenter``) but are not among ``OPERATOR_TOOLS``, which CI builds on
+every run: Karpenter's kwok provider (:mod:`gangq.controlplane.karpenter` runs it).
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ OPERATOR_TOOLS: dict[str, tuple[Binary, ...]] = {
                                  "github.com/kubeflow/training-operator/cmd/training-operator.v1"),),
     "trainer": (Binary("trainer-controller-manager", "trainer",
                        "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
+}
+# Node autoscalers, built like the operators but kept out of OPERATOR_TOOLS, which CI builds on
+# every run: Karpenter with its kwok cloud provider (``kwok/``: the core controllers and a cloud
+# provider whose instances are kwok nodes).
+AUTOSCALER_TOOLS: dict[str, tuple[Binary, ...]] = {
+    "karpenter": (Binary("karpenter-kwok", "karpenter", "sigs.k8s.io/karpenter/kwok"),),
 }
 
 
@@ -96,9 +106,10 @@ def build_jobset(progress: Callable[[str], None] | None = None) -> Path:
 
 
 def build_operator(name: str, progress: Callable[[str], None] | None = None) -> Path:
-    """Build the upstream operator ``name`` (a key of :data:`OPERATOR_TOOLS`) if missing; return
-    its directory."""
-    return build_binaries(OPERATOR_TOOLS[name], UPSTREAM_DIR, bin_dir(name), progress)
+    """Build the upstream operator or autoscaler ``name`` (a key of :data:`OPERATOR_TOOLS` or
+    :data:`AUTOSCALER_TOOLS`) if missing; return its directory."""
+    tools = OPERATOR_TOOLS[name] if name in OPERATOR_TOOLS else AUTOSCALER_TOOLS[name]
+    return build_binaries(tools, UPSTREAM_DIR, bin_dir(name), progress)
 
 
 def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
@@ -119,12 +130,12 @@ def source_dir(name: str = "kueue", module: str = KUEUE_MODULE) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gangq.controlplane.upstream [kueue|jobset|kuberay|training-operator|trainer]``:
+    """``python -m gangq.controlplane.upstream [kueue|jobset|kuberay|training-operator|trainer|karpenter]``:
     build that upstream's tools (Kueue's by default) if missing, print where."""
     import sys
 
     which = (sys.argv[1:] if argv is None else argv) or ["kueue"]
-    if which[0] in OPERATOR_TOOLS:
+    if which[0] in OPERATOR_TOOLS or which[0] in AUTOSCALER_TOOLS:
         name = which[0]
         run_cli(f"building the upstream {name}", lambda progress: build_operator(name, progress),
                 lambda target: f"{name} in {target}")
@@ -135,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         run_cli("building Kueue's performance tools", build_kueue,
                 lambda target: f"Kueue {pinned_version()} tools in {target}")
     else:
-        names = "|".join(["kueue", "jobset", *OPERATOR_TOOLS])
+        names = "|".join(["kueue", "jobset", *OPERATOR_TOOLS, *AUTOSCALER_TOOLS])
         raise SystemExit(f"usage: python -m gangq.controlplane.upstream [{names}], not {which[0]!r}")
 
 

@@ -331,3 +331,61 @@ def trainer_operator(cp: ControlPlane, binary: Path, workdir: Path) -> Iterator[
             yield log
     finally:
         cp.request("DELETE", webhooks)  # with the Trainer gone, its webhooks would refuse every TrainJob write
+
+
+KARPENTER_NODES = "karpenter.sh/nodepool"
+"""The label Karpenter puts on the nodes of its NodePools."""
+
+
+def karpenter_leftovers(cp: ControlPlane) -> list[str]:
+    """Karpenter's NodePools and NodeClaims and its nodes that still exist."""
+    pools = get(cp, "/apis/karpenter.sh/v1/nodepools") or {"items": []}
+    claims = get(cp, "/apis/karpenter.sh/v1/nodeclaims") or {"items": []}
+    nodes = get(cp, f"/api/v1/nodes?labelSelector={KARPENTER_NODES}")["items"]
+    return [f"{kind}/{o['metadata']['name']}" for kind, items in
+            (("nodepool", pools["items"]), ("nodeclaim", claims["items"]), ("node", nodes)) for o in items]
+
+
+@contextlib.contextmanager
+def karpenter_autoscaler(cp: ControlPlane, binary: Path, workdir: Path, timeout: float = 90.0) -> Iterator[Any]:
+    """Karpenter's kwok provider against ``cp`` until the block ends (:mod:`gangq.controlplane.karpenter`:
+    its CRDs and the Ready KWOKNodeClass ``default`` installed, GPU instance types). Yields the
+    :class:`~gangq.controlplane.karpenter.Karpenter`.
+
+    On exit, while it still runs, the NodePools are deleted and Karpenter takes its nodes away
+    (its finalizers on NodeClaims and nodes are removed by it alone); whatever is left after
+    ``timeout`` has its finalizers removed and is deleted, and the test fails."""
+    from gangq.controlplane import karpenter
+
+    karpenter.install(cp.kubectl, cp.kubeconfig("admin"))
+    runner = karpenter.Karpenter(cp.kubeconfig("admin"), workdir, binary=binary)
+    runner.start()
+    try:
+        yield runner
+    finally:
+        try:
+            for pool in (get(cp, "/apis/karpenter.sh/v1/nodepools") or {"items": []})["items"]:
+                cp.request("DELETE", f"/apis/karpenter.sh/v1/nodepools/{pool['metadata']['name']}")
+            deadline = time.monotonic() + timeout
+            while karpenter_leftovers(cp) and time.monotonic() < deadline and runner.popen is not None \
+                    and runner.popen.poll() is None:
+                time.sleep(0.5)
+            left = karpenter_leftovers(cp)
+        finally:
+            runner.stop()
+        if left:
+            _force_delete(cp, left)
+            raise AssertionError(f"Karpenter left {left} within {timeout:.0f} s of its NodePools' deletion:\n"
+                                 f"{runner.tail()}")
+
+
+def _force_delete(cp: ControlPlane, objects: Sequence[str]) -> None:
+    paths = {"nodepool": "/apis/karpenter.sh/v1/nodepools", "nodeclaim": "/apis/karpenter.sh/v1/nodeclaims",
+             "node": "/api/v1/nodes"}
+    for ref in objects:
+        kind, name = ref.split("/", 1)
+        with contextlib.suppress(urllib.error.HTTPError):
+            cp.request("PATCH", f"{paths[kind]}/{name}", {"metadata": {"finalizers": None}},
+                       content_type="application/merge-patch+json")
+        with contextlib.suppress(urllib.error.HTTPError):
+            cp.request("DELETE", f"{paths[kind]}/{name}")
