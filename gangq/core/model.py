@@ -23,6 +23,7 @@ BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
 FungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 AdmissionMode = Literal["QuotaAndNodes", "QuotaOnly"]
+TopologyMode = Literal["Required", "Preferred", "Unconstrained"]
 
 FlavorResource = tuple[Any, ...]
 """(flavor name, resource name): the unit of quota accounting. Typed as a plain tuple on purpose,
@@ -148,11 +149,27 @@ def validate_resource_groups(kind: str, name: str, groups: Sequence[ResourceGrou
                         )
 
 
-class FlavorSpec:
-    """A ResourceFlavor: the node labels that select its nodes, their taints, and tolerations
-    injected into admitted pods."""
+class TopologySpec:
+    """A Topology (Kueue's ``Topology``): the node label keys of its levels, from the top level
+    (e.g. a block) to the bottom one (e.g. ``kubernetes.io/hostname``). A node's domain at a level
+    is the values of its labels of that level and every level above it."""
 
-    __slots__ = ("name", "node_labels", "node_taints", "tolerations")
+    __slots__ = ("levels", "name")
+
+    def __init__(self, name: str, levels: Sequence[str]) -> None:
+        self.name = name
+        self.levels: list[str] = list(levels)
+
+    def signature(self) -> tuple[object, ...]:
+        return (self.name, tuple(self.levels))
+
+
+class FlavorSpec:
+    """A ResourceFlavor: the node labels that select its nodes, their taints, tolerations
+    injected into admitted pods, and the Topology of its nodes (``topology``, resolved from
+    ``spec.topologyName``; None: the flavor has no topology)."""
+
+    __slots__ = ("name", "node_labels", "node_taints", "tolerations", "topology")
 
     def __init__(
         self,
@@ -160,11 +177,13 @@ class FlavorSpec:
         node_labels: Mapping[str, str] | None = None,
         node_taints: Sequence[Taint] = (),
         tolerations: Sequence[Toleration] = (),
+        topology: TopologySpec | None = None,
     ) -> None:
         self.name = name
         self.node_labels: dict[str, str] = dict(node_labels or {})
         self.node_taints = tuple(node_taints)
         self.tolerations = tuple(tolerations)
+        self.topology = topology
 
 
 class PreemptionSpec:
@@ -325,10 +344,39 @@ class LocalQueueSpec:
         return f"{self.namespace}/{self.name}"
 
 
-class PodSetSpec:
-    """A group of identical pods of a gang: ``count`` pods each requesting ``requests``."""
+class TopologyRequest:
+    """Where a pod set's pods must be, in the levels of its flavor's Topology (Kueue's
+    ``PodSetTopologyRequest``, from the ``podset-*-topology`` annotations).
 
-    __slots__ = ("count", "name", "node_affinity", "node_selector", "requests", "tolerations")
+    ``mode``: ``Required`` (every pod in one domain of ``level``), ``Preferred`` (in as few
+    domains as possible, starting at ``level``) or ``Unconstrained`` (anywhere). ``level``: a node
+    label key, one of the topology's levels (None for ``Unconstrained``). ``slice_level`` and
+    ``slice_size``: besides, each slice of ``slice_size`` consecutive pods in one domain of
+    ``slice_level`` (both or neither set; the size divides the pod set's count)."""
+
+    __slots__ = ("level", "mode", "slice_level", "slice_size")
+
+    def __init__(
+        self,
+        mode: TopologyMode,
+        level: str | None,
+        slice_level: str | None = None,
+        slice_size: int | None = None,
+    ) -> None:
+        self.mode: TopologyMode = mode
+        self.level = level
+        self.slice_level = slice_level
+        self.slice_size = slice_size
+
+    def signature(self) -> tuple[object, ...]:
+        return (self.mode, self.level, self.slice_level, self.slice_size)
+
+
+class PodSetSpec:
+    """A group of identical pods of a gang: ``count`` pods each requesting ``requests``.
+    ``topology``: where its pods must be in its flavor's Topology (None: no request)."""
+
+    __slots__ = ("count", "name", "node_affinity", "node_selector", "requests", "tolerations", "topology")
 
     def __init__(
         self,
@@ -338,6 +386,7 @@ class PodSetSpec:
         node_selector: Mapping[str, str] | None = None,
         tolerations: Sequence[Toleration] = (),
         node_affinity: NodeAffinity = (),
+        topology: TopologyRequest | None = None,
     ) -> None:
         self.name = name
         self.count = count
@@ -346,13 +395,16 @@ class PodSetSpec:
         self.tolerations = tuple(tolerations)
         # Required node affinity (requiredDuringSchedulingIgnoredDuringExecution): terms ORed.
         self.node_affinity: NodeAffinity = tuple(tuple(term) for term in node_affinity)
+        self.topology = topology
 
     def placement_signature(self) -> tuple[object, ...]:
-        """Where its pods may run, as a hashable value: nodeSelector, tolerations, affinity."""
+        """Where its pods may run, as a hashable value: nodeSelector, tolerations, affinity,
+        topology request."""
         return (
             tuple(sorted(self.node_selector.items())),
             tuple(t.signature() for t in self.tolerations),
             tuple(tuple(r.signature() for r in term) for term in self.node_affinity),
+            self.topology.signature() if self.topology is not None else None,
         )
 
 
