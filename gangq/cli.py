@@ -48,7 +48,8 @@ def _limit(value: int | None, resource: str) -> str:
 @app.command()
 def validate(paths: list[Path] = typer.Argument(..., help="queue-configuration YAML files")) -> None:  # noqa: B008
     """Check queue configurations (ResourceFlavor, Cohort, ClusterQueue, LocalQueue,
-    WorkloadPriorityClass) and print their quota tree."""
+    WorkloadPriorityClass, Topology, AdmissionCheck) and print their quota tree, what gangq does
+    with topologies and admission checks, and warnings."""
     console = Console()
     config = QueueConfig()
     try:
@@ -93,12 +94,43 @@ def validate(paths: list[Path] = typer.Argument(..., help="queue-configuration Y
         if cq.cohort is None:
             tree.add(f"ClusterQueue {cq.name} (no cohort)")
     console.print(tree)
+    for line in _topology_and_checks(config):
+        console.print(line, highlight=False, markup=False)
     for problem in config.problems():
         console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
     console.print(
-        f"valid: {len(config.flavors)} flavors, {len(config.cohorts)} cohorts, {len(config.cluster_queues)} "
-        f"ClusterQueues, {len(config.local_queues)} LocalQueues, {len(config.priority_classes)} priority classes"
+        f"valid: {len(config.flavors) + len(config.unresolved_flavors)} flavors, {len(config.cohorts)} cohorts, "
+        f"{len(config.cluster_queues)} ClusterQueues, {len(config.local_queues)} LocalQueues, "
+        f"{len(config.priority_classes)} priority classes, {len(config.topologies)} topologies, "
+        f"{len(config.admission_checks)} admission checks"
     )
+
+
+def _topology_and_checks(config: QueueConfig) -> list[str]:
+    """What gangq does with the configuration's Topologies, flavors' ``topologyName`` and
+    ClusterQueues' admission checks, one line each."""
+    out = []
+    for topo in config.topologies.values():
+        out.append(f"Topology {topo.name}: levels {' > '.join(topo.levels)}")
+    for flavor in config.flavors.values():
+        if flavor.topology is not None:
+            out.append(
+                f"ResourceFlavor {flavor.name}: spec.topologyName {flavor.topology.name}: its nodes are grouped in "
+                f"domains of levels {', '.join(flavor.topology.levels)}; pod sets' topology requests "
+                f"(podset-*-topology annotations) are placed in them (see docs/engine.md, Topology)"
+            )
+    for name, topology in config.unresolved_flavors.items():
+        out.append(f"ResourceFlavor {name}: spec.topologyName {topology}: no such Topology: the flavor is left out "
+                   f"until it exists, and the ClusterQueues using it are inactive (TopologyNotFound)")
+    for check in config.admission_checks.values():
+        out.append(f"AdmissionCheck {check.name}: controllerName {check.controller_name}: accepted, not run "
+                   f"(gangq runs no admission-check controller)")
+    for cq in config.cluster_queues.values():
+        inactive = config.inactive(cq.name)
+        if inactive is not None:
+            out.append(f"ClusterQueue {cq.name}: inactive, reason {inactive[0]}: admits nothing while it names "
+                       f"admission checks")
+    return out
 
 
 if __name__ == "__main__":

@@ -15,18 +15,40 @@ from typing import Any
 from gangq.api.jobset import JobSet, effective_replicas, parse_jobset
 from gangq.api.meta import Meta, conditions
 from gangq.api.pods import FieldContext
+from gangq.api.queues import label_key_problem
 from gangq.api.workload import jobset_runtime_limit, pods_per_job
 from gangq.core.errors import SpecError
-from gangq.core.model import WorkloadSpec
+from gangq.core.model import TopologyRequest, WorkloadSpec
 from gangq.integrations import podsets
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.podsets import PodSet, Resource
 from gangq.jobset import constants as js
 
 
+def exclusive_topology(parsed: JobSet, index: int) -> tuple[str, str] | None:
+    """``(field, topology key)`` of the exclusive placement the ``index``-th replicatedJob's child
+    Jobs get (annotation ``alpha.jobset.sigs.k8s.io/exclusive-topology`` on its Job template,
+    else on the JobSet: upstream's JobSet controller lets the replicatedJob's win), or None."""
+    rjob = parsed.replicated_jobs()[index]
+    tmeta = rjob.template.metadata
+    own = (tmeta.annotations or {}) if tmeta is not None else {}
+    if js.EXCLUSIVE_KEY in own:
+        return f"spec.replicatedJobs[{index}].template.metadata.annotations[{js.EXCLUSIVE_KEY}]", own[js.EXCLUSIVE_KEY]
+    top = parsed.metadata.annotations or {}
+    if js.EXCLUSIVE_KEY in top:
+        return f"metadata.annotations[{js.EXCLUSIVE_KEY}]", top[js.EXCLUSIVE_KEY]
+    return None
+
+
 def jobset_pod_sets(obj: Mapping[str, Any] | JobSet) -> list[PodSet]:
     """One pod set per replicatedJob: ``replicas`` × the pods one child Job runs at once, its pod
-    template at ``spec.replicatedJobs[i].template.spec.template`` (guarded by the name)."""
+    template at ``spec.replicatedJobs[i].template.spec.template`` (guarded by the name).
+
+    With exclusive placement (:func:`exclusive_topology`) each child Job runs in a domain of the
+    topology key of its own (the embedded reconciler gives its pods the affinities), so the pod
+    set asks for slices of one child Job's pods in one domain of that level, and is otherwise
+    unconstrained: a Required request at that level would put every Job of the replicatedJob in
+    one domain, which the affinities forbid. Topology annotations on the pod template win."""
     parsed = parse_jobset(obj)
     out = []
     seen: set[str] = set()
@@ -35,9 +57,19 @@ def jobset_pod_sets(obj: Mapping[str, Any] | JobSet) -> list[PodSet]:
         if rjob.name in seen:
             raise SpecError(js.KIND, parsed.key, f"{base}.name", f"duplicate replicatedJob name {rjob.name!r}")
         seen.add(rjob.name)
-        count = effective_replicas(rjob) * pods_per_job(rjob, FieldContext(js.KIND, parsed.key, base))
+        per_job = pods_per_job(rjob, FieldContext(js.KIND, parsed.key, base))
+        count = effective_replicas(rjob) * per_job
+        topology: TopologyRequest | None = None
+        exclusive = exclusive_topology(parsed, i)
+        if exclusive is not None:
+            field, key = exclusive
+            problem = label_key_problem(key)
+            if problem is not None:
+                raise SpecError(js.KIND, parsed.key, field, f"must be a topology level (a node label key): {problem}")
+            topology = TopologyRequest("Unconstrained", None, slice_level=key, slice_size=per_job)
         out.append(PodSet(rjob.name, count, ("spec", "replicatedJobs", i, "template", "spec", "template"),
-                          f"{base}.template.spec.template", guard=(f"/spec/replicatedJobs/{i}/name", rjob.name)))
+                          f"{base}.template.spec.template", guard=(f"/spec/replicatedJobs/{i}/name", rjob.name),
+                          topology=topology))
     return out
 
 

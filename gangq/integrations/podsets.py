@@ -13,6 +13,10 @@ it makes); everything else is decided here, once:
 - **priority**: label ``gangq.io/priority-class`` / ``kueue.x-k8s.io/priority-class`` (a
   WorkloadPriorityClass), else the first pod template's ``priorityClassName`` (a PriorityClass),
   else its ``priority``, else 0;
+- **topology** per pod set: the pod template's annotations ``podset-required-topology``,
+  ``podset-preferred-topology``, ``podset-unconstrained-topology``, ``podset-slice-required-topology``
+  and ``podset-slice-size``, with Kueue's prefix ``kueue.x-k8s.io/`` or gangq's ``gangq.io/``
+  (:func:`topology_request`), else the kind's own (a JobSet's exclusive placement);
 - **admission**: the assigned flavors' nodeLabels merged into each admitted template's
   nodeSelector and their tolerations appended; the template's nodeSelector and tolerations as
   they were kept per pod set in annotation ``gangq.io/original-pod-scheduling``, so an eviction
@@ -35,6 +39,7 @@ from pydantic import ValidationError
 from gangq.api.jobset import PodSpec, PodTemplateSpec, plain_json, spec_error
 from gangq.api.meta import Meta, object_name
 from gangq.api.pods import FieldContext, pod_requests
+from gangq.api.queues import label_key_problem
 from gangq.api.workload import (
     KUEUE_PRIORITY_CLASS_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -55,8 +60,9 @@ from gangq.api.workload import (
 )
 from gangq.core.decisions import Admission
 from gangq.core.errors import SpecError
-from gangq.core.model import FlavorSpec, PodSetSpec, WorkloadSpec
+from gangq.core.model import FlavorSpec, PodSetSpec, TopologyRequest, WorkloadSpec
 from gangq.core.selectors import Toleration
+from gangq.jobset.constants import EXCLUSIVE_KEY
 
 _MISSING: Final = object()
 
@@ -81,6 +87,9 @@ class PodSet:
     field: str
     min_count: int | None = None
     guard: tuple[str, Any] | None = None
+    topology: TopologyRequest | None = None
+    """The kind's own topology request (a JobSet's exclusive placement), for a template that
+    carries no topology annotation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +105,100 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-_GANG_ANNOTATIONS: Final = frozenset({MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION})
+_GANG_ANNOTATIONS: Final = frozenset({MIN_MEMBER_ANNOTATION, MIN_RESOURCES_ANNOTATION, RUNTIME_LIMIT_ANNOTATION,
+                                      EXCLUSIVE_KEY})
+
+TOPOLOGY_PREFIXES: Final = ("kueue.x-k8s.io/", "gangq.io/")
+"""The prefixes the per pod set topology annotations are read with (Kueue's, gangq's)."""
+REQUIRED_TOPOLOGY: Final = "podset-required-topology"
+PREFERRED_TOPOLOGY: Final = "podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY: Final = "podset-unconstrained-topology"
+SLICE_REQUIRED_TOPOLOGY: Final = "podset-slice-required-topology"
+SLICE_SIZE: Final = "podset-slice-size"
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go's strconv.ParseBool, as Kueue reads it
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _topology_annotation(kind: str, name: str, field: str, annotations: Mapping[str, Any],
+                         suffix: str) -> tuple[str, str] | None:
+    """``(the key as written, its value)`` of one topology annotation, with either prefix; the two
+    prefixes with different values are an error."""
+    found = [(prefix + suffix, str(annotations[prefix + suffix])) for prefix in TOPOLOGY_PREFIXES
+             if prefix + suffix in annotations]
+    if len(found) == 2 and found[0][1] != found[1][1]:
+        raise SpecError(kind, name, f"{field}[{found[1][0]}]",
+                        f"is {found[1][1]!r} but {found[0][0]} is {found[0][1]!r}: set one of them")
+    return found[0] if found else None
+
+
+def topology_request(kind: str, name: str, field: str, annotations: Mapping[str, Any],
+                     count: int) -> TopologyRequest | None:
+    """A pod set's topology request from its pod template's annotations (``field``: their path,
+    for errors), checked as Kueue's webhook checks them: at most one of required, preferred and
+    unconstrained; a level is a label key; the slice level and size come together, the size a
+    positive integer that divides the pod set's ``count``. Slices alone (no required or preferred
+    level) leave the pod set otherwise unconstrained, as in Kueue. Whether a level is one of the
+    flavor's Topology is the engine's check (the flavor is chosen there). None: no annotation."""
+    found = {suffix: _topology_annotation(kind, name, field, annotations, suffix)
+             for suffix in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY,
+                            SLICE_SIZE)}
+    modes = [kv for kv in (found[REQUIRED_TOPOLOGY], found[PREFERRED_TOPOLOGY], found[UNCONSTRAINED_TOPOLOGY])
+             if kv is not None]
+    if len(modes) > 1:
+        raise SpecError(kind, name, f"{field}[{modes[1][0]}]",
+                        f"must not be set together with {modes[0][0]}: a pod set has at most one of "
+                        f"{REQUIRED_TOPOLOGY}, {PREFERRED_TOPOLOGY} and {UNCONSTRAINED_TOPOLOGY}")
+    for suffix in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY):
+        kv = found[suffix]
+        if kv is not None:
+            problem = label_key_problem(kv[1])
+            if problem is not None:
+                raise SpecError(kind, name, f"{field}[{kv[0]}]", f"must be a topology level (a node label key): "
+                                                                 f"{problem}")
+    unconstrained = found[UNCONSTRAINED_TOPOLOGY]
+    if unconstrained is not None and unconstrained[1] not in _TRUE | _FALSE:
+        raise SpecError(kind, name, f"{field}[{unconstrained[0]}]", f"must be true or false, got {unconstrained[1]!r}")
+    slice_level, size = found[SLICE_REQUIRED_TOPOLOGY], found[SLICE_SIZE]
+    if slice_level is not None and size is None:
+        raise SpecError(kind, name, f"{field}[{slice_level[0].replace(SLICE_REQUIRED_TOPOLOGY, SLICE_SIZE)}]",
+                        f"must be set when {slice_level[0]} is (the pods per slice)")
+    if size is not None and slice_level is None:
+        raise SpecError(kind, name, f"{field}[{size[0]}]",
+                        f"may be set only with {size[0].replace(SLICE_SIZE, SLICE_REQUIRED_TOPOLOGY)}")
+    slice_size: int | None = None
+    if size is not None:
+        text = size[1].strip()
+        if not text.isdigit() or int(text) < 1:
+            raise SpecError(kind, name, f"{field}[{size[0]}]", f"must be a positive integer, got {size[1]!r}")
+        slice_size = int(text)
+        if count % slice_size:
+            raise SpecError(kind, name, f"{field}[{size[0]}]",
+                            f"must divide the pod set's {count} pods into whole slices, got {slice_size}")
+    sliced = slice_level[1] if slice_level is not None else None
+    if found[REQUIRED_TOPOLOGY] is not None:
+        return TopologyRequest("Required", found[REQUIRED_TOPOLOGY][1], sliced, slice_size)
+    if found[PREFERRED_TOPOLOGY] is not None:
+        return TopologyRequest("Preferred", found[PREFERRED_TOPOLOGY][1], sliced, slice_size)
+    if (unconstrained is not None and unconstrained[1] in _TRUE) or sliced is not None:
+        return TopologyRequest("Unconstrained", None, sliced, slice_size)
+    return None
+
+
+def _has_topology_annotation(annotations: Mapping[str, Any]) -> bool:
+    return any(prefix + suffix in annotations for prefix in TOPOLOGY_PREFIXES
+               for suffix in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY, UNCONSTRAINED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY,
+                              SLICE_SIZE))
+
+
+def pod_set_topology(kind: str, obj: Mapping[str, Any], ps: PodSet) -> TopologyRequest | None:
+    """The pod set's topology request: its template's annotations (:func:`topology_request`),
+    else the kind's own (``ps.topology``)."""
+    template = get(obj, ps.path)
+    meta = template.get("metadata") if isinstance(template, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping) or not _has_topology_annotation(annotations):
+        return ps.topology
+    return topology_request(kind, object_name(obj), f"{ps.field}.metadata.annotations", annotations, ps.count)
 
 
 def signature(obj: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -185,7 +287,8 @@ def to_workload(
         pods.append(pod)
         ctx = FieldContext(kind, name, f"{ps.field}.spec")
         specs.append(PodSetSpec(ps.name, ps.count, pod_requests(pod, ctx), pod.node_selector,
-                                tolerations(pod.tolerations or [], ctx), node_affinity(pod.affinity, ctx)))
+                                tolerations(pod.tolerations or [], ctx), node_affinity(pod.affinity, ctx),
+                                topology=pod_set_topology(kind, obj, ps)))
     total = sum(ps.count for ps in pod_sets)
     if total == 0:
         raise SpecError(kind, name, sets_field, "the gang has no pods (every pod set runs 0 pods)")
@@ -399,5 +502,6 @@ def restore_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -
 
 __all__ = [
     "JsonPath", "Patch", "PodSet", "Resource", "admission_ops", "admitted_scheduling", "get", "object_name",
-    "pod_spec", "pointer", "recorded_originals", "restore_ops", "signature", "to_workload",
+    "pod_set_topology", "pod_spec", "pointer", "recorded_originals", "restore_ops", "signature", "to_workload",
+    "topology_request",
 ]
