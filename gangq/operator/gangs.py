@@ -570,7 +570,8 @@ class Gangs:
             return
         entry.condition("QuotaReserved", False, "Pending", "evicted; back in the queue", now)
         if view is not None:
-            entry.reason, entry.message = view.reason or "Pending", view.message
+            entry.reason, entry.message = self.statuses.explain_pending(view.reason or "Pending", view.message,
+                                                                        view.cluster_queue)
             if view.cluster_queue:
                 self.fronts.add(view.cluster_queue)
         self.statuses.mark(entry, now, urgent=True)
@@ -660,22 +661,22 @@ class Gangs:
                     continue
                 if d.cluster_queue:
                     self.fronts.add(d.cluster_queue)
-                reason_changed = d.reason != entry.reason or d.cluster_queue != entry.cluster_queue
-                message = d.message
+                reason, message = self.statuses.explain_pending(d.reason, d.message, d.cluster_queue)
+                reason_changed = reason != entry.reason or d.cluster_queue != entry.cluster_queue
                 if d.reason == "LocalQueueNotFound" and queue_name(entry.obj) is None:
                     # queued to its namespace's default LocalQueue for want of a label
                     message += (f": the {entry.kind.kind} has no gangq.io/queue-name label; label it with a "
                                 f"LocalQueue of namespace {entry.namespace}, or create LocalQueue "
                                 f"'{entry.lq.partition('/')[2]}' there")
-                entry.reason, entry.message = d.reason, message
+                entry.reason, entry.message = reason, message
                 entry.cluster_queue = d.cluster_queue
-                entry.condition("QuotaReserved", False, d.reason, message, now)
+                entry.condition("QuotaReserved", False, reason, message, now)
                 if reason_changed or not entry.created:
                     # A new reason reaches a Workload already written within workloadDelaySeconds: a
                     # gang left showing "ClusterQueueInactive" for a minute after the admin fixed the
                     # queue sends its owner looking for a problem that is gone. Only the first write
                     # of plain queueing waits (pendingDelaySeconds), and message-only changes ride along.
-                    urgent = d.reason not in ORDINARY_PENDING or (reason_changed and entry.created)
+                    urgent = reason not in ORDINARY_PENDING or (reason_changed and entry.created)
                     self.statuses.mark(entry, now, urgent=urgent)
 
     def mark_new_fronts(self, now: float) -> None:

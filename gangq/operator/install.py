@@ -31,6 +31,8 @@ _PLURALS = {
     "ResourceFlavor": ("gangq.io", "v1alpha1", "resourceflavors", False),
     "ClusterQueue": ("gangq.io", "v1alpha1", "clusterqueues", False),
     "Cohort": ("gangq.io", "v1alpha1", "cohorts", False),
+    "Topology": ("gangq.io", "v1alpha1", "topologies", False),
+    "AdmissionCheck": ("gangq.io", "v1alpha1", "admissionchecks", False),
     "LocalQueue": ("gangq.io", "v1alpha1", "localqueues", True),
     "WorkloadPriorityClass": ("gangq.io", "v1alpha1", "workloadpriorityclasses", False),
     "Namespace": ("", "v1", "namespaces", False),

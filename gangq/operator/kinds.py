@@ -18,6 +18,7 @@ from gangq.api import queues
 from gangq.api.meta import Meta, object_key, resource_version
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
+from gangq.core.model import ClusterQueueSpec, TopologySpec
 from gangq.integrations.interface import WorkloadKind
 from gangq.integrations.job import JOB
 from gangq.integrations.podgroup import PODGROUP
@@ -51,8 +52,17 @@ class Kinds:
         self.deleting_queues: dict[str, dict[str, Any]] = {}  # ClusterQueues deleting, with our finalizer on
         self.pod_groups = PodGroupFeed(gangs)
         gangs.objects_written = self.pod_groups.written
+        self.topologies: dict[str, TopologySpec] = {}  # the valid Topologies
+        self.topology_errors: dict[str, str] = {}  # Topology name -> why it is invalid
+        self.flavor_specs: dict[str, Any] = {}  # ResourceFlavor name -> its spec (re-applied when its Topology changes)
+        self.admission_checks: dict[str, queues.AdmissionCheck] = {}
+        self.cq_checks: dict[str, list[queues.CheckRef]] = {}  # ClusterQueue -> the admission checks it names
+        self.cq_specs: dict[str, ClusterQueueSpec] = {}  # ClusterQueue -> its spec as parsed (re-applied on a check)
+        statuses.admission_checks = self.admission_checks  # reported on their status
         self.handlers: dict[str, Handler] = {
+            "topologies": self.topology,
             "resourceflavors": self.resource_flavor,
+            "admissionchecks": self.admission_check,
             "cohorts": self.cohort,
             "clusterqueues": self.cluster_queue,
             "localqueues": self.local_queue,
@@ -104,22 +114,95 @@ class Kinds:
     # Queues
     # ------------------------------------------------------------------------------------------
 
+    def topology(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """A Topology: its levels are what the flavors naming it (``spec.topologyName``) get, so
+        each of them is applied again. An invalid Topology counts as missing (its flavors are left
+        out, their ClusterQueues inactive) and its error is told on those ClusterQueues' status; a
+        Topology has no status."""
+        self.topologies.pop(key, None)
+        self.topology_errors.pop(key, None)
+        if event_type != "DELETED":
+            try:
+                self.topologies[key] = queues.topology(key, obj.get("spec"))
+            except SpecError as err:
+                log.warning("%s", err)
+                self.topology_errors[key] = str(err)
+        for flavor, spec in list(self.flavor_specs.items()):
+            try:
+                _, wanted = queues.parse_resource_flavor(flavor, spec)
+            except SpecError:
+                continue
+            if wanted == key:
+                self._apply_flavor(flavor)
+
     def resource_flavor(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """An invalid flavor is left out of the engine (an older valid version too: its queues must
-        not admit with a spec the admin replaced); a ResourceFlavor has no status, so the error is
-        told on the status of every ClusterQueue that names it (see ``Statuses.flavor_errors``)."""
+        not admit with a spec the admin replaced), and so is one naming a Topology that does not
+        exist (Kueue's ``TopologyNotFound``); a ResourceFlavor has no status, so the error is told
+        on the status of every ClusterQueue that names it (see ``Statuses.flavor_errors``)."""
         if event_type == "DELETED":
+            self.flavor_specs.pop(key, None)
             self.engine.delete_flavor(key)
             self.statuses.flavor_errors.pop(key, None)
+            self.statuses.missing_topologies.pop(key, None)
             return
+        self.flavor_specs[key] = obj.get("spec")
+        self._apply_flavor(key)
+
+    def _apply_flavor(self, key: str) -> None:
+        self.statuses.missing_topologies.pop(key, None)
         try:
-            self.engine.upsert_flavor(queues.resource_flavor(key, obj.get("spec")))
+            self.engine.upsert_flavor(queues.resource_flavor(key, self.flavor_specs[key], self.topologies))
+        except queues.TopologyNotFound as err:
+            invalid = self.topology_errors.get(err.topology_name)
+            message = str(err) if invalid is None else f"{err}: the Topology is invalid: {invalid}"
+            log.warning("%s", message)
+            self.engine.delete_flavor(key)
+            self.statuses.flavor_errors[key] = message
+            self.statuses.missing_topologies[key] = err.topology_name
         except SpecError as err:
             log.warning("%s", err)
             self.engine.delete_flavor(key)
             self.statuses.flavor_errors[key] = str(err)
         else:
             self.statuses.flavor_errors.pop(key, None)
+
+    def admission_check(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """An AdmissionCheck is accepted and reported (its status says gangq does not run its
+        controller); every ClusterQueue naming it is applied again, as its inactive reason names
+        the check."""
+        kind_key = f"ac:{key}"
+        self.admission_checks.pop(key, None)
+        if event_type == "DELETED":
+            self.statuses.queue_deleted(kind_key)
+        else:
+            problem: SpecError | None = None
+            try:
+                self.admission_checks[key] = queues.admission_check(key, obj.get("spec"))
+            except SpecError as err:
+                log.warning("%s", err)
+                problem = err
+            self.statuses.queue_seen(kind_key, problem)
+        for cq, refs in self.cq_checks.items():
+            if any(r.name == key for r in refs) and cq in self.cq_specs:
+                self._upsert_cluster_queue(cq, self.cq_specs[cq])
+
+    def _upsert_cluster_queue(self, key: str, spec: ClusterQueueSpec) -> None:
+        """Give the engine a ClusterQueue. One that names admission checks admits nothing (gangq runs
+        no admission-check controller; :func:`gangq.api.queues.admission_check_problem`): the engine
+        gets it held (``stopPolicy: Hold`` unless it is stopped already: its admitted gangs run on,
+        as in an inactive Kueue ClusterQueue) and its status and its Workloads say why."""
+        problem = queues.admission_check_problem(key, self.cq_checks.get(key, []), self.admission_checks)
+        if problem is None:
+            self.statuses.check_problems.pop(key, None)
+            self.engine.upsert_cluster_queue(spec)
+            return
+        self.statuses.check_problems[key] = problem
+        held = ClusterQueueSpec(key, spec.resource_groups, spec.cohort, spec.queueing_strategy,
+                                spec.namespace_selector, spec.preemption, spec.flavor_fungibility,
+                                spec.stop_policy if spec.stop_policy != "None" else "Hold",
+                                spec.fair_sharing_weight, spec.admission_mode)
+        self.engine.upsert_cluster_queue(held)
 
     def cohort(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """An invalid Cohort (a parent cycle, bad quota) is left out of the engine and reported on
@@ -143,7 +226,10 @@ class Kinds:
         if event_type == "DELETED":
             self.engine.delete_cluster_queue(key)
             self.statuses.queue_deleted(kind_key)
+            self.statuses.check_problems.pop(key, None)
             self.deleting_queues.pop(key, None)
+            self.cq_checks.pop(key, None)
+            self.cq_specs.pop(key, None)
             return
         meta = Meta(obj)
         deleting = meta.deleting
@@ -154,11 +240,17 @@ class Kinds:
             self.deleting_queues[key] = obj
             return
         problem: SpecError | None = None
+        self.cq_checks.pop(key, None)
+        self.cq_specs.pop(key, None)
         try:
-            self.engine.upsert_cluster_queue(queues.cluster_queue(key, obj.get("spec")))
+            spec = queues.cluster_queue(key, obj.get("spec"))
+            self.cq_checks[key] = queues.admission_checks(key, obj.get("spec"))
+            self._upsert_cluster_queue(key, spec)
+            self.cq_specs[key] = spec
         except SpecError as err:
             log.warning("%s", err)
             problem = err
+            self.statuses.check_problems.pop(key, None)
             self.engine.delete_cluster_queue(key)
         if deleting:  # during recovery: kept until the gangs admitted to it are restored
             self.deleting_queues[key] = obj

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gangq.api.meta import object_key, rfc3339
+from gangq.api.queues import PROVISIONING_REQUEST_CONTROLLER, AdmissionCheck
 from gangq.core.errors import SpecError
 from gangq.operator.entry import Entry, EntryState
 from gangq.operator.kube import ApiError, resource_path
@@ -45,6 +46,10 @@ class Statuses:
         self.queue_errors: dict[str, str] = {}  # "cq:<name>" / "lq:<ns/name>" / "co:<name>" -> spec error
         self.queue_written: dict[str, Any] = {}  # "cq:<name>" / "lq:<ns/name>" / "co:<name>" -> status last written
         self.flavor_errors: dict[str, str] = {}  # ResourceFlavor name -> why it was left out of the engine
+        self.missing_topologies: dict[str, str] = {}  # ResourceFlavor name -> the missing Topology it names
+        # ClusterQueue -> (reason, message): it names admission checks, so the engine has it held (Kinds)
+        self.check_problems: dict[str, tuple[str, str]] = {}
+        self.admission_checks: Mapping[str, AdmissionCheck] = {}  # the AdmissionCheck objects, by name (Kinds')
         self._last_queue_flush = 0.0
 
     # ------------------------------------------------------------------------------------------
@@ -243,9 +248,20 @@ class Statuses:
     # ClusterQueues and LocalQueues
     # ------------------------------------------------------------------------------------------
 
+    def explain_pending(self, reason: str, message: str, cluster_queue: str | None) -> tuple[str, str]:
+        """A pending reason as the Workload says it: in a ClusterQueue held for its admission
+        checks, ``ClusterQueueInactive`` with the checks named (the engine sees a stopped queue);
+        in one inactive for a flavor left out, what is wrong with the flavor (its Topology)."""
+        if cluster_queue is not None and reason == "ClusterQueueStopped" and cluster_queue in self.check_problems:
+            return "ClusterQueueInactive", self.check_problems[cluster_queue][1]
+        if reason == "ClusterQueueInactive":
+            return reason, self._with_flavor_error(message)
+        return reason, message
+
     def queue_seen(self, kind_key: str, err: SpecError | None) -> None:
-        """A ClusterQueue (``cq:<name>``), LocalQueue (``lq:<ns>/<name>``) or Cohort (``co:<name>``)
-        was applied; ``err``: why its spec was rejected (reported on its status)."""
+        """A ClusterQueue (``cq:<name>``), LocalQueue (``lq:<ns>/<name>``), Cohort (``co:<name>``) or
+        AdmissionCheck (``ac:<name>``) was applied; ``err``: why its spec was rejected (reported on
+        its status)."""
         if err is None:
             self.queue_errors.pop(kind_key, None)
         else:
@@ -268,6 +284,8 @@ class Statuses:
                 status = self._cq_status(name)
             elif kind == "co":
                 status = self._cohort_status(name)
+            elif kind == "ac":
+                status = self._ac_status(name)
             else:
                 status = self._lq_status(name, lq_counts.get(name, [0, 0]))
             if status == self.queue_written.get(kind_key):
@@ -277,6 +295,8 @@ class Statuses:
                 path = resource_path(GROUP, VERSION, "clusterqueues", None, name, "status")
             elif kind == "co":
                 path = resource_path(GROUP, VERSION, "cohorts", None, name, "status")
+            elif kind == "ac":
+                path = resource_path(GROUP, VERSION, "admissionchecks", None, name, "status")
             else:
                 ns, _, lq = name.partition("/")
                 path = resource_path(GROUP, VERSION, "localqueues", ns, lq, "status")
@@ -311,8 +331,16 @@ class Statuses:
                 has_gpu = True
                 gpu_used += total
                 gpu_nominal += view.nominal.get((flavor, resource), 0)
-        if view.active:
+        held = self.check_problems.get(name)
+        if held is not None and not view.active and view.inactive_reason.startswith("stopped"):
+            cond = _active(False, held[0], held[1], old)
+        elif view.active:
             cond = _active(True, "Ready", "Can admit new workloads", old)
+        elif self._missing_topology(view.inactive_reason) is not None:
+            flavor, topology = self._missing_topology(view.inactive_reason) or ("", "")
+            cond = _active(False, "TopologyNotFound",
+                           f"{view.inactive_reason}: there is no Topology {topology!r} for flavor {flavor!r} "
+                           f"(its spec.topologyName): {self.flavor_errors.get(flavor, '')}", old)
         else:
             reason = "Stopped" if view.inactive_reason.startswith("stopped") else "FlavorNotFound"
             if "flavor" not in view.inactive_reason.lower() and reason != "Stopped":
@@ -336,6 +364,31 @@ class Statuses:
                 return f"{message}: the ResourceFlavor is invalid: {error}"
         return message
 
+    def _missing_topology(self, message: str) -> tuple[str, str] | None:
+        """``(flavor, Topology)`` when ``message`` (a ClusterQueue's inactive reason) is a flavor left
+        out for naming a Topology that does not exist."""
+        for flavor, topology in self.missing_topologies.items():
+            if f"flavor {flavor!r} not found" in message:
+                return flavor, topology
+        return None
+
+    def _ac_status(self, name: str) -> dict[str, Any]:
+        """An AdmissionCheck's ``Active`` condition: never true, gangq runs no admission-check
+        controller (a ClusterQueue naming it is inactive)."""
+        old = self.queue_written.get(f"ac:{name}")
+        error = self.queue_errors.get(f"ac:{name}")
+        if error is not None:
+            return {"conditions": [_active(False, "InvalidSpec", error, old)]}
+        check = self.admission_checks.get(name)
+        controller = check.controller_name if check is not None else ""
+        if controller == PROVISIONING_REQUEST_CONTROLLER:
+            message = ("cluster-autoscaler's ProvisioningRequest is not supported by gangq (see docs/api.md, "
+                       "AdmissionCheck): ClusterQueues naming this check admit nothing")
+        else:
+            message = (f"gangq does not run admission-check controllers ({controller!r} is not run): ClusterQueues "
+                       f"naming this check admit nothing")
+        return {"conditions": [_active(False, "NotSupported", message, old)]}
+
     def _cohort_status(self, name: str) -> dict[str, Any]:
         old = self.queue_written.get(f"co:{name}")
         error = self.queue_errors.get(f"co:{name}")
@@ -355,8 +408,10 @@ class Statuses:
             if view is None:
                 missing = f"ClusterQueue {lq.cluster_queue} does not exist"
                 cond = _active(False, "ClusterQueueDoesNotExist", missing, old)
+            elif lq.cluster_queue in self.check_problems:
+                cond = _active(False, "ClusterQueueIsInactive", self.check_problems[lq.cluster_queue][1], old)
             elif not view.active:
-                cond = _active(False, "ClusterQueueIsInactive", view.inactive_reason, old)
+                cond = _active(False, "ClusterQueueIsInactive", self._with_flavor_error(view.inactive_reason), old)
             elif lq.stop_policy != "None":
                 cond = _active(False, "Stopped", f"LocalQueue is stopped ({lq.stop_policy})", old)
             else:

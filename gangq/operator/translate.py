@@ -39,15 +39,18 @@ names and does not suspend them (Kueue's ``resource-in-use`` finalizer)."""
 GPU: Final = "nvidia.com/gpu"
 
 CONFIG_KINDS: Final = (
-    "resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses", "priorityclasses",
-    "namespaces", "nodes",
+    "topologies", "resourceflavors", "cohorts", "admissionchecks", "clusterqueues", "localqueues",
+    "workloadpriorityclasses", "priorityclasses", "namespaces", "nodes",
 )
 """The configuration kinds: they reach the engine only when the part it reads changed (see
-:func:`relevant`), and a restart applies them first, in this order (a ClusterQueue names flavors
-and cohorts; a LocalQueue names its ClusterQueue)."""
+:func:`relevant`), and a restart applies them first, in this order (a ResourceFlavor names a
+Topology; a ClusterQueue names flavors, cohorts and admission checks; a LocalQueue names its
+ClusterQueue)."""
 
 WATCHED: Final = (
+    (GROUP, VERSION, "topologies"),
     (GROUP, VERSION, "resourceflavors"),
+    (GROUP, VERSION, "admissionchecks"),
     (GROUP, VERSION, "cohorts"),
     (GROUP, VERSION, "clusterqueues"),
     (GROUP, VERSION, "localqueues"),

@@ -129,6 +129,8 @@ READ_ONLY = {
     "priorityclasses",
     "resourceflavors",
     "cohorts",
+    "topologies",
+    "admissionchecks",
     "localqueues",
     "workloadpriorityclasses",
 }
@@ -235,6 +237,9 @@ def test_rbac_has_no_wildcards_and_reads_only_what_gangq_reads(overlay: tuple[st
         ("gangq.io", "workloads/status", "patch"),
         ("gangq.io", "clusterqueues/status", "patch"),
         ("gangq.io", "cohorts/status", "patch"),
+        ("gangq.io", "admissionchecks/status", "patch"),  # reported: gangq runs no admission-check controller
+        ("gangq.io", "topologies", "watch"),
+        ("gangq.io", "admissionchecks", "watch"),
         ("gangq.io", "clusterqueues", "patch"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "get"),  # a restart: is a 404 kind installed?
         ("", "events", "create"),

@@ -66,6 +66,8 @@ PLURALS = {
     "ResourceFlavor": ("gangq.io", "resourceflavors", False),
     "ClusterQueue": ("gangq.io", "clusterqueues", False),
     "Cohort": ("gangq.io", "cohorts", False),
+    "Topology": ("gangq.io", "topologies", False),
+    "AdmissionCheck": ("gangq.io", "admissionchecks", False),
     "LocalQueue": ("gangq.io", "localqueues", True),
     "WorkloadPriorityClass": ("gangq.io", "workloadpriorityclasses", False),
     "Namespace": ("", "namespaces", False),
@@ -330,7 +332,8 @@ def start_operator(sb: Cluster, config: OperatorConfig | None = None, identity: 
 
 def get(sb: Cluster, kind: str, name: str, ns: str | None = "default") -> dict[str, Any] | None:
     plurals = {"JobSet": (JS_GROUP, "jobsets"), "Workload": ("gangq.io", "workloads"),
-               "ClusterQueue": ("gangq.io", "clusterqueues"), "LocalQueue": ("gangq.io", "localqueues")}
+               "ClusterQueue": ("gangq.io", "clusterqueues"), "LocalQueue": ("gangq.io", "localqueues"),
+               "AdmissionCheck": ("gangq.io", "admissionchecks")}
     group, plural = plurals[kind]
     try:
         return sb.call(sb.store.get, group, plural, ns if kind in ("JobSet", "Workload", "LocalQueue") else None, name)

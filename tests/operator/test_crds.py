@@ -33,10 +33,11 @@ def crd_sandbox(sandbox_factory: Callable[..., Sandbox]) -> Sandbox:
 
 def test_crd_names_scope_and_status_subresources() -> None:
     docs = {d["spec"]["names"]["kind"]: d for d in crd_documents(sorted(CRD_DIR.glob("gangq.io_*.yaml")))}
-    assert set(docs) == {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "Workload"}
+    assert set(docs) == {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "Workload",
+                         "Topology", "AdmissionCheck"}
     short = {k: d["spec"]["names"]["shortNames"][0] for k, d in docs.items()}
     assert short == {"ResourceFlavor": "rf", "ClusterQueue": "cq", "LocalQueue": "lq", "Cohort": "cohort",
-                     "WorkloadPriorityClass": "wpc", "Workload": "wl"}
+                     "WorkloadPriorityClass": "wpc", "Workload": "wl", "Topology": "topo", "AdmissionCheck": "ac"}
     for kind, doc in docs.items():
         assert doc["spec"]["names"]["categories"] == ["gangq"]
         version = doc["spec"]["versions"][0]
