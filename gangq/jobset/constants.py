@@ -28,6 +28,8 @@ JOB_GROUP_INDEX_KEY = "jobset.sigs.k8s.io/job-group-index"
 COORDINATOR_KEY = "jobset.sigs.k8s.io/coordinator"
 EXCLUSIVE_KEY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY_KEY = "alpha.jobset.sigs.k8s.io/node-selector"
+NAMESPACED_JOB_KEY = "alpha.jobset.sigs.k8s.io/namespaced-job"
+NO_SCHEDULE_TAINT_KEY = "alpha.jobset.sigs.k8s.io/no-schedule"
 
 # Set by the batch/v1 Job controller on Indexed pods.
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"

@@ -650,9 +650,11 @@ class _JobBuilder:
         template = dump(rjob.template)
         ours = self._labels(rjob_index, job_index)
         jobset_annotations = self.js.metadata.annotations or {}
-        extra_annotations = {k: jobset_annotations[k] for k in (c.EXCLUSIVE_KEY, c.NODE_SELECTOR_STRATEGY_KEY)
-                             if k in jobset_annotations}
         tmeta = Meta(template)
+        # The JobSet's exclusive placement, else the replicatedJob's (upstream lets the latter win).
+        placement = tmeta.annotations if c.EXCLUSIVE_KEY in tmeta.annotations else jobset_annotations
+        extra_annotations = {k: placement[k] for k in (c.EXCLUSIVE_KEY, c.NODE_SELECTOR_STRATEGY_KEY)
+                             if k in placement}
         job: JsonObj = {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {
@@ -674,9 +676,52 @@ class _JobBuilder:
         if self.subdomain is not None:
             pspec["subdomain"] = self.subdomain
         spec["suspend"] = suspended
+        exclusive_placement(job)
         for warning in frameworks.inject(job, self.js, rjob_index, job_index):
             parent.result.events.append(Event("Warning", c.FRAMEWORK_WARNING_REASON, warning))
         return job
+
+
+def exclusive_placement(job: JsonObj) -> None:
+    """Exclusive placement of a child Job whose annotations name a topology key
+    (``alpha.jobset.sigs.k8s.io/exclusive-topology``): every pod of the Job in one domain of that
+    key, and no pod of another JobSet child Job in that domain. Its pod template gets a required
+    pod affinity to the Job's own ``job-key`` and a required anti-affinity to every other
+    ``job-key``, both over the topology key and all namespaces: the kube-scheduler then binds the
+    Job's first pod where no other Job runs (a pod matching its own affinity term may go where no
+    pod matches it yet) and the rest beside it. Upstream's pod webhook gives these terms to the
+    leader pod and a nodeSelector for the leader's domain to the others; written on the template
+    they hold without a pod webhook. Upstream's anti-affinity also matches only pods of the same
+    priority (a label its webhook sets); without it exclusivity holds across priorities. With
+    ``alpha.jobset.sigs.k8s.io/node-selector`` the Job gets upstream's node-selector strategy
+    instead: a nodeSelector ``alpha.jobset.sigs.k8s.io/namespaced-job: <namespace>_<job>`` (nodes
+    labelled by the admin beforehand) and a toleration of the ``alpha.jobset.sigs.k8s.io/no-schedule``
+    taint."""
+    meta = job["metadata"]
+    annotations = meta.get("annotations") or {}
+    topology_key = annotations.get(c.EXCLUSIVE_KEY)
+    if not topology_key:
+        return
+    pspec = job["spec"]["template"].setdefault("spec", {})
+    if c.NODE_SELECTOR_STRATEGY_KEY in annotations:
+        selector = pspec.get("nodeSelector") or {}
+        pspec["nodeSelector"] = {**selector, c.NAMESPACED_JOB_KEY: f"{meta['namespace']}_{meta['name']}"}
+        pspec["tolerations"] = [*(pspec.get("tolerations") or []),
+                                {"key": c.NO_SCHEDULE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+        return
+    own = (meta.get("labels") or {})[c.JOB_KEY]
+    affinity = pspec.get("affinity") or {}
+    pod_affinity = dict(affinity.get("podAffinity") or {})
+    anti_affinity = dict(affinity.get("podAntiAffinity") or {})
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    pod_affinity[required] = [*(pod_affinity.get(required) or []), {
+        "labelSelector": {"matchExpressions": [{"key": c.JOB_KEY, "operator": "In", "values": [own]}]},
+        "topologyKey": topology_key, "namespaceSelector": {}}]
+    anti_affinity[required] = [*(anti_affinity.get(required) or []), {
+        "labelSelector": {"matchExpressions": [{"key": c.JOB_KEY, "operator": "Exists"},
+                                               {"key": c.JOB_KEY, "operator": "NotIn", "values": [own]}]},
+        "topologyKey": topology_key, "namespaceSelector": {}}]
+    pspec["affinity"] = {**affinity, "podAffinity": pod_affinity, "podAntiAffinity": anti_affinity}
 
 
 def reconcile(obj: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], *, service_exists: bool, now: float,
@@ -685,5 +730,6 @@ def reconcile(obj: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], *, serv
     return Reconciler(obj, jobs, service_exists=service_exists, now=now, configmap_exists=configmap_exists).run()
 
 
-__all__ = ["ChildJob", "Event", "JobUpdate", "Reconciler", "Result", "classify", "job_hash_key", "job_name",
+__all__ = ["ChildJob", "Event", "JobUpdate", "Reconciler", "Result", "classify", "exclusive_placement",
+           "job_hash_key", "job_name",
            "pods_per_job", "reconcile", "replicated_jobs_status", "set_condition"]
