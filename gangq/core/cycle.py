@@ -134,7 +134,7 @@ class SchedulingCycle:
                 if cq.name in node_retries:
                     state = s.stamp()
                     done = self.retry.node_retry(cq, ctx)
-                    if ctx.walks and state != s.stamp():
+                    if ctx.skipping and state != s.stamp():
                         order = self.restart_walks(cq, key, ctx, heap, live, order)
                     if done:
                         continue
@@ -158,7 +158,8 @@ class SchedulingCycle:
             wl = self.s.world.workloads[key[3]]
             before = cq.protected_head
             scratch[cq.name].node_blocked.pop(wl.key, None)  # back if it fails the node check again
-            state = s.stamp()
+            # The state the skipping walks judged in (none: no walk skipped gangs, none to restart).
+            judged = s.stamp() if ctx.skipping else None
             if wl.queued == "inadmissible" and self.retry.fails_again(cq, wl, ctx):
                 outcome = Outcome.STOP if cq.strict else Outcome.FAILED
             else:
@@ -174,7 +175,7 @@ class SchedulingCycle:
                         # and which one that is depends on the retry policy. Not counted as a retry: the flag stays,
                         # and the next retry is a full one.
                         cursor = self.retry.cursor(cq, True, ctx, key)
-            if ctx.walks and state != s.stamp():
+            if judged is not None and judged != s.stamp():
                 order = self.restart_walks(cq, key, ctx, heap, live, order)
             if outcome == Outcome.ADMITTED:
                 ctx.admitted.append(wl)
@@ -229,9 +230,13 @@ class SchedulingCycle:
         """The state changed at ``cq``'s gang ``key``: the walk of every other queue that skipped
         gangs behind it, judged in the state before, starts again behind it, so that each gang is
         judged in the state of its turn (see CandidateWalk). Returns the last push order."""
-        for name, walk in list(ctx.walks.items()):
+        if not ctx.skipping:
+            return order
+        for name in list(ctx.skipping):
+            if name == cq.name or name not in live:
+                continue
             other = self.s.world.cluster_queues.get(name)
-            if other is None or other is cq or not walk.skipped or name not in live:
+            if other is None:
                 continue
             restarted = self.retry.cursor(other, True, ctx, key)
             nxt = next(restarted, None)

@@ -372,25 +372,23 @@ class _ShapeGroup:
             del members[at]
 
     def fitting(self, bound: dict[str, int], out: list[ShapeQueue]) -> None:
-        """Append the shapes of the group whose totals fit ``bound`` to ``out``."""
+        """Append the shapes of the group whose totals fit ``bound`` to ``out``: scanned in
+        ascending order of their first resource, up to the first shape that needs more of it than
+        the bound allows; none when the least need of some resource is beyond it."""
         names = self.names
         if not names:
             out.extend(self.unsorted)
             return
-        best = 0
-        most = len(self.members[0]) + 1
+        amounts = self.amounts
         for i, name in enumerate(names):
-            end = bisect_right(self.amounts[i], bound.get(name, 0))
-            if end < most:
-                if end == 0:
-                    return
-                best = i
-                most = end
-        members = self.members[best]
-        if len(names) == 1:
-            out.extend(members[:most])
-            return
-        for j in range(most):
+            if amounts[i][0] > bound.get(name, 0):
+                return
+        first = amounts[0]
+        limit = bound.get(names[0], 0)
+        members = self.members[0]
+        for j in range(len(members)):
+            if first[j] > limit:
+                break
             shape = members[j]
             for name, amount in shape.demand:
                 if amount > bound.get(name, 0):

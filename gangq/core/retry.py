@@ -246,8 +246,9 @@ class IncrementalRetry(RetryPolicy):
         if not retry:
             return iter(cq.active) if start is None else _after(iter(cq.active), start)
         bounds = self.candidate_bounds(cq, ctx)
-        walk = CandidateWalk(cq, bounds, not self.s.world.config.fair_sharing)
+        walk = CandidateWalk(cq, bounds, not self.s.world.config.fair_sharing, ctx.skipping)
         ctx.walks[cq.name] = walk
+        ctx.skipping.pop(cq.name, None)
         claims = self.claims.tree_claims(cq, ctx)
         if walk.empty() and bounds and not cq.multi_pod_set:
             # No waiting gang fits: the screen keeps why (a gang not tried yet may fit, and then

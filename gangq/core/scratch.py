@@ -77,6 +77,7 @@ class CycleScratch:
         "now",
         "preempted_in",
         "preemptors_first",
+        "skipping",
         "stopped",
         "unplaceable",
         "walks",
@@ -107,6 +108,9 @@ class CycleScratch:
         self.decisions = decisions
         # Per ClusterQueue: the candidate walk of its retry in this cycle (see CandidateWalk).
         self.walks: dict[str, CandidateWalk] = {}
+        # The walks among them whose last step skipped gangs (CandidateWalk.skipped): the ones a
+        # change of state restarts (see SchedulingCycle.restart_walks).
+        self.skipping: dict[str, CandidateWalk] = {}
 
 
 class ScreenEntry:

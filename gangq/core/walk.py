@@ -54,14 +54,20 @@ class CandidateWalk:
         "index",
         "kept",
         "marks",
+        "name",
         "parked",
         "protected",
         "shapes",
         "skipped",
+        "skipping",
         "stop",
     )
 
-    def __init__(self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool) -> None:
+    def __init__(
+        self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool, skipping: dict[str, CandidateWalk]
+    ) -> None:
+        self.name = cq.name
+        self.skipping = skipping  # the cycle's walks whose last step skipped gangs (by queue name)
         self.by_shape = cq.shapes
         self.shapes: list[ShapeQueue] = cq.shape_index.fitting(bounds) if bounds else []
         # Position of each shape in ``shapes``, keyed by the ShapeQueue itself (hashed by identity,
@@ -214,7 +220,13 @@ class CandidateWalk:
                 best = found
         if best is not None and self.stop is not None and best > self.stop:
             best = None
-        self.skipped = passed is not None and (best is None or passed < best)
+        skipped = passed is not None and (best is None or passed < best)
+        if skipped != self.skipped:
+            self.skipped = skipped
+            if skipped:
+                self.skipping[self.name] = self
+            else:
+                self.skipping.pop(self.name, None)
         return best
 
 
