@@ -26,6 +26,7 @@ from gangq.core.retries import RetryReason
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
+from gangq.core.topology import shared_domain
 
 
 class Outcome(IntEnum):
@@ -134,7 +135,9 @@ class Attempt:
             if why:
                 if not node_failure:
                     node_failure = why
-                short = wl.min_member - placed
+                # A topology placement may fail with room to spare elsewhere: any freed pod's
+                # worth in its pools may let it in (its mark must not wait for more).
+                short = 1 if wl.has_topology else wl.min_member - placed
                 shortfall = short if not shortfall else min(shortfall, short)
                 node_checked.add(a.index)
         if blocked_by is not None:
@@ -390,10 +393,17 @@ class Attempt:
             by_ps.setdefault(index, {})[node_name] = count
         for choice in a.choices:
             ps = choice.pod_set
+            planned = by_ps.get(choice.index, {})
+            domain: dict[str, str] = {}
+            if ps.topology is not None and planned:
+                flavor = self.s.world.flavors.get(next(iter(choice.flavors.values()), ""))
+                if flavor is not None and flavor.topology is not None:
+                    nodes = self.s.world.nodes.nodes
+                    domain = shared_domain(
+                        flavor.topology.levels, ps.topology, [nodes[n] for n in planned if n in nodes]
+                    )
             pod_sets.append(
-                PodSetAssignment(
-                    ps.name, ps.count, dict(choice.flavors), dict(ps.requests), by_ps.get(choice.index, {})
-                )
+                PodSetAssignment(ps.name, ps.count, dict(choice.flavors), dict(ps.requests), planned, domain)
             )
         admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage))
         wl.admission = admission

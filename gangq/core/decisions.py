@@ -38,9 +38,12 @@ PendingReason = Literal[
 
 
 class PodSetAssignment:
-    """Where one pod set goes: the flavor per resource, and the planned pods per node."""
+    """Where one pod set goes: the flavor per resource, the planned pods per node, and for a pod
+    set placed by its topology request the labels of the one domain that holds its pods (every
+    level from the top down to the deepest they share; empty otherwise), which its pods are given
+    as a nodeSelector so that they land where the engine counted them."""
 
-    __slots__ = ("count", "flavors", "name", "placement", "requests")
+    __slots__ = ("count", "flavors", "name", "placement", "requests", "topology")
 
     def __init__(
         self,
@@ -49,12 +52,14 @@ class PodSetAssignment:
         flavors: dict[str, str],
         requests: dict[str, int],
         placement: dict[str, int],
+        topology: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.count = count
         self.flavors = flavors
         self.requests = requests
         self.placement = placement
+        self.topology: dict[str, str] = topology or {}
 
     def __repr__(self) -> str:
         return (

@@ -25,6 +25,7 @@ from gangq.core.flavors import (
 from gangq.core.model import (
     FlavorResource,
     PodSetSpec,
+    TopologyRequest,
 )
 from gangq.core.nodes import NodePool
 from gangq.core.queue import ClusterQueueState, NodeMark, Workload
@@ -32,6 +33,7 @@ from gangq.core.scratch import CycleScratch
 from gangq.core.selectors import Toleration
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
+from gangq.core.topology import place_pod_set
 from gangq.core.units import format_amount
 
 _MAX_SHAPES = 100_000
@@ -131,6 +133,9 @@ class Placement:
                 nodes.allocate(node, requests, count)
             return "", dict(known[2]), known[3]
         pod_sets = self.pod_sets_of(a.choices)
+        topology = self.topology_requests(a.choices) if wl.has_topology else None
+        if topology:
+            return self.place_by_topology(wl, pod_sets, topology, ctx)
         placement = nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
         if placement.placed < wl.min_member:
             sizes = ", ".join(
@@ -167,6 +172,75 @@ class Placement:
         if clean and log is not None and placement.placed == sum(count for _, _, count, _ in pod_sets):
             wl.placement = (state, list(log), dict(placement.pods), placement.placed)
         return "", placement.pods, placement.placed
+
+    def topology_requests(
+        self, choices: tuple[PodSetChoice, ...]
+    ) -> dict[int, tuple[list[str], TopologyRequest] | str]:
+        """Per pod set (index) with a topology request other than plain ``Unconstrained``: the
+        levels of its flavor's Topology and the request, or why it cannot be met (its flavor has
+        no Topology, or the level is not one of its levels)."""
+        out: dict[int, tuple[list[str], TopologyRequest] | str] = {}
+        for choice in choices:
+            request = choice.pod_set.topology
+            if request is None or (request.mode == "Unconstrained" and request.slice_size is None):
+                continue
+            names = list(dict.fromkeys(choice.flavors.values()))
+            topologies = [self.s.world.flavors[name].topology for name in names]
+            spec = topologies[0] if topologies else None
+            if spec is None or any(t is None or t.signature() != spec.signature() for t in topologies):
+                out[choice.index] = (
+                    f"pod set {choice.pod_set.name!r} asks for a topology placement, and flavor "
+                    f"{names[0] if names else '?'!r} has no Topology (spec.topologyName)"
+                )
+                continue
+            for label in (request.level, request.slice_level):
+                if label is not None and label not in spec.levels:
+                    out[choice.index] = (
+                        f"pod set {choice.pod_set.name!r} asks for topology level {label!r}, which is not a "
+                        f"level of Topology {spec.name!r} ({', '.join(spec.levels)})"
+                    )
+                    break
+            else:
+                out[choice.index] = (spec.levels, request)
+        return out
+
+    def place_by_topology(
+        self,
+        wl: Workload,
+        pod_sets: list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]],
+        topology: dict[int, tuple[list[str], TopologyRequest] | str],
+        ctx: CycleScratch | None,
+    ) -> tuple[str, dict[tuple[int, str], int], int]:
+        """:meth:`place` for a gang with topology requests: each such pod set whole, in the domain
+        :func:`~gangq.core.topology.place_pod_set` chooses; the other pod sets as usual, for the
+        pods the gang still needs (see docs/engine.md, Topology)."""
+        nodes = self.s.world.nodes
+        pods: dict[tuple[int, str], int] = {}
+        placed = 0
+        plain = []
+        for entry in pod_sets:
+            index, requests, count, pools = entry
+            wanted = topology.get(index)
+            if wanted is None:
+                plain.append(entry)
+                continue
+            if isinstance(wanted, str):
+                return wanted, {}, placed
+            levels, request = wanted
+            result = place_pod_set(nodes, pools, levels, request, requests, count)
+            if result.why:
+                return result.why, {}, placed
+            for node, n in result.pods.items():
+                pods[(index, node)] = n
+            placed += result.placed
+        if plain:
+            rest = nodes.place(plain, max(0, wl.min_member - placed), ctx.unplaceable if ctx is not None else None)
+            pods.update(rest.pods)
+            placed += rest.placed
+        if placed < wl.min_member:
+            why = f"only {placed} of the {wl.min_member} pods needed together fit on nodes of the assigned flavors"
+            return why, {}, placed
+        return "", pods, placed
 
     def release_in_statement(self, victim: Workload) -> None:
         """What-if: free a victim's quota and every node capacity it holds."""

@@ -80,6 +80,7 @@ class Workload:
         "end_time",
         "evict_requeue_at",
         "evicted_by",
+        "has_topology",
         "held",
         "held_for",
         "holding",
@@ -151,6 +152,8 @@ class Workload:
         self.min_member = spec.min_member if spec.min_member is not None else spec.total_pods
         # Everything of the spec a try depends on but its runtime limit and place in the queue
         # (see ShapeQueue).
+        # Some pod set asks for a topology placement (see gangq.core.topology).
+        self.has_topology = any(ps.topology is not None for ps in spec.pod_sets)
         self.shape: tuple[object, ...] = (
             tuple(
                 (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.placement_signature())

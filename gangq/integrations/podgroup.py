@@ -561,7 +561,7 @@ class PodGroupKind(WorkloadKind):
                                 "(the group changed since): it is admitted with the group's next admission")
             before = original_scheduling(pod)
             selector, tols = podsets.admitted_scheduling(KIND, name, f"pods[{pod_name}].spec", before,
-                                                        list(ps.flavors.values()), flavors)
+                                                        list(ps.flavors.values()), flavors, ps.topology)
             spec = pod.get("spec") or {}
             gates = list(spec.get("schedulingGates") or [])
             index = next(i for i, g in enumerate(gates) if isinstance(g, Mapping) and g.get("name") == GATE)

@@ -420,9 +420,12 @@ def _annotation_ops(obj: Mapping[str, Any], value: str | None) -> Patch:
 
 
 def admitted_scheduling(kind: str, name: str, field: str, before: Mapping[str, Any], flavor_names: Sequence[str],
-                        flavors: Mapping[str, FlavorSpec]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+                        flavors: Mapping[str, FlavorSpec], domain: Mapping[str, str] | None = None,
+                        ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """A pod's nodeSelector and tolerations once these flavors are injected into ``before``'s
-    (``field``: the pod spec's path, for errors)."""
+    (``field``: the pod spec's path, for errors), and the labels of the topology domain the
+    engine placed the pod set in (``domain``: the admission's ``PodSetAssignment.topology``), so
+    that its pods land in that domain."""
     selector: dict[str, str] = dict(before.get("nodeSelector") or {})
     tols: list[dict[str, Any]] = [dict(t) for t in before.get("tolerations") or []]
     seen = {toleration_identity(t) for t in tols}
@@ -441,6 +444,11 @@ def admitted_scheduling(kind: str, name: str, field: str, before: Mapping[str, A
             if ident not in seen:
                 seen.add(ident)
                 tols.append(as_json)
+    for label, value in (domain or {}).items():
+        if selector.get(label, value) != value:
+            raise SpecError(kind, name, f"{field}.nodeSelector[{label}]",
+                            f"is {selector[label]!r} but the topology domain it was admitted to needs {value!r}")
+        selector[label] = value
     return selector, tols
 
 
@@ -463,7 +471,7 @@ def admission_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet],
                                             "tolerations": copy.deepcopy(spec.get("tolerations"))}
         recorded[ps.name] = before
         selector, tols = admitted_scheduling(kind, name, f"{ps.field}.spec", before,
-                                             list(assigned.flavors.values()), flavors)
+                                             list(assigned.flavors.values()), flavors, assigned.topology)
         changes: Patch = []
         _field_ops(obj, ps, "nodeSelector", selector if selector or before.get("nodeSelector") is not None else None,
                    changes)

@@ -464,7 +464,7 @@ class TrainJobKind(WorkloadKind):
                                                                 "(admitted)")
             before = (podsets.get(resolved, ps.path) or {}).get("spec") or {}
             selector, tols = podsets.admitted_scheduling(KIND, name, ps.field + ".spec", before,
-                                                         list(assigned.flavors.values()), flavors)
+                                                         list(assigned.flavors.values()), flavors, assigned.topology)
             mine = _own_override(new, assigned.name)
             if selector:
                 mine["nodeSelector"] = selector

@@ -16,7 +16,7 @@ from gangq.api.meta import Meta, condition_true, conditions, rfc3339
 from gangq.api.pods import pod_requests as _pod_spec_requests
 from gangq.api.quantity import QuantityError, parse_quantity
 from gangq.core import NodeSpec, Taint
-from gangq.core.decisions import Admission
+from gangq.core.decisions import Admission, PodSetAssignment
 from gangq.core.units import format_amount
 from gangq.integrations.registry import KINDS, REFERENCE_RESOURCES
 
@@ -169,9 +169,22 @@ def admission_json(d: Admission) -> dict[str, Any]:
     return {
         "clusterQueue": d.cluster_queue,
         "borrowing": d.borrowing,
-        "podSetAssignments": [
-            {"name": ps.name, "count": ps.count, "flavors": dict(ps.flavors),
-             "resourceUsage": {r: quantity_text(r, v * ps.count) for r, v in ps.requests.items()}}
-            for ps in d.pod_sets
-        ],
+        "podSetAssignments": [_pod_set_assignment_json(ps) for ps in d.pod_sets],
     }
+
+
+def _pod_set_assignment_json(ps: PodSetAssignment) -> dict[str, Any]:
+    """One pod set's assignment; a topology placement as Kueue's ``topologyAssignment`` (the
+    levels of the one domain that holds every pod, and its values)."""
+    out: dict[str, Any] = {
+        "name": ps.name,
+        "count": ps.count,
+        "flavors": dict(ps.flavors),
+        "resourceUsage": {r: quantity_text(r, v * ps.count) for r, v in ps.requests.items()},
+    }
+    if ps.topology:
+        out["topologyAssignment"] = {
+            "levels": list(ps.topology),
+            "domains": [{"values": list(ps.topology.values()), "count": ps.count}],
+        }
+    return out
