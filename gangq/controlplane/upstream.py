@@ -14,8 +14,9 @@ proxy, with the machine's Go (``GOTOOLCHAIN=local``). This is for benchmarks run
 ``hack/upstream`` is not bundled into the installed package.
 
 ``AUTOSCALER_TOOLS`` are built the same way (``build_operator``, ``python -m
-gangq.controlplane.upstream karpenter``) but are not among ``OPERATOR_TOOLS``, which CI builds on
-every run: Karpenter's kwok provider (:mod:`gangq.controlplane.karpenter` runs it).
+gangq.controlplane.upstream karpenter``; .ci/run builds them with the operators): Karpenter's kwok
+provider (:mod:`gangq.controlplane.karpenter` runs it), kept apart because it runs nodes, not a
+queued kind.
 """
 
 from __future__ import annotations
