@@ -74,6 +74,16 @@ class Attempt:
             self.s.set_reason(wl, "NeverFits", cands.message)
             return Outcome.STOP if cq.strict else Outcome.FAILED
         nodes_checked = cq.spec.admission_mode == "QuotaAndNodes"
+        if wl.has_topology and not nodes_checked:
+            # A topology request is a node check: a queue without one would admit the gang
+            # anywhere, and its pods would not be where the request asked.
+            self.s.set_reason(
+                wl,
+                "NeverFits",
+                f"asks for a topology placement, and ClusterQueue {cq.name!r} checks no nodes "
+                "(admissionMode QuotaOnly)",
+            )
+            return Outcome.STOP if cq.strict else Outcome.FAILED
         quota_ok = [a for a in cands.assignments if a.mode <= BORROW]
         node_failure = ""
         # A mark from an earlier node check stays sound until a new one replaces it (see NodeMark).

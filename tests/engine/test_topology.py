@@ -143,3 +143,13 @@ def test_a_waiting_topology_gang_is_retried_when_one_pod_s_worth_frees_in_its_do
     e.delete_pod("other/b1-r0-h0")
     adm = admission(e.schedule(2.0), "pair")
     assert adm is not None and nodes_of(adm) == ["b1-r0-h0", "b1-r0-h1"]
+
+
+def test_a_queue_that_checks_no_nodes_does_not_admit_a_topology_gang() -> None:
+    e = engine()
+    fleet(e)
+    add_queue(e, "q", [quota("gpu", 1000, 1000)], mode="QuotaOnly")
+    e.submit(topo_gang("rack", 1, "Required", RACK), 0.0)
+    assert admission(e.schedule(1.0), "rack") is None
+    view = e.workload("ns/rack")
+    assert view is not None and "checks no nodes (admissionMode QuotaOnly)" in view.message, view.message
