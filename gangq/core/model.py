@@ -352,9 +352,11 @@ class TopologyRequest:
     domains as possible, starting at ``level``) or ``Unconstrained`` (anywhere). ``level``: a node
     label key, one of the topology's levels (None for ``Unconstrained``). ``slice_level`` and
     ``slice_size``: besides, each slice of ``slice_size`` consecutive pods in one domain of
-    ``slice_level`` (both or neither set; the size divides the pod set's count)."""
+    ``slice_level`` (both or neither set; the size divides the pod set's count); ``exclusive``:
+    each slice in a domain of its own (a JobSet's exclusive placement, whose pod affinities keep
+    two child Jobs out of one domain)."""
 
-    __slots__ = ("level", "mode", "slice_level", "slice_size")
+    __slots__ = ("exclusive", "level", "mode", "slice_level", "slice_size")
 
     def __init__(
         self,
@@ -362,14 +364,16 @@ class TopologyRequest:
         level: str | None,
         slice_level: str | None = None,
         slice_size: int | None = None,
+        exclusive: bool = False,
     ) -> None:
         self.mode: TopologyMode = mode
         self.level = level
         self.slice_level = slice_level
         self.slice_size = slice_size
+        self.exclusive = exclusive
 
     def signature(self) -> tuple[object, ...]:
-        return (self.mode, self.level, self.slice_level, self.slice_size)
+        return (self.mode, self.level, self.slice_level, self.slice_size, self.exclusive)
 
 
 class PodSetSpec:

@@ -74,13 +74,18 @@ def domains(
     return [by_key[k] for k in sorted(by_key)]
 
 
-def _slices_in(domain: Domain, levels: Sequence[str], slice_depth: int, requests: Mapping[str, int], size: int) -> int:
-    """How many slices of ``size`` pods fit in ``domain``, each inside one domain of ``slice_depth``."""
+def _slices_in(
+    domain: Domain, levels: Sequence[str], slice_depth: int, requests: Mapping[str, int], size: int, exclusive: bool
+) -> int:
+    """How many slices of ``size`` pods fit in ``domain``, each inside one domain of ``slice_depth``
+    (``exclusive``: at most one per such domain)."""
     rooms: dict[tuple[str, ...], int] = {}
     wanted = levels[: slice_depth + 1]
     for node in domain.nodes:
         key = tuple(node.labels.get(label, "") for label in wanted)
         rooms[key] = rooms.get(key, 0) + node.how_many(requests, size)
+    if exclusive:
+        return sum(1 for room in rooms.values() if room >= size)
     return sum(room // size for room in rooms.values())
 
 
@@ -122,7 +127,10 @@ def place_pod_set(
                 dom
                 for dom in domains(pools, levels, d, requests, count)
                 if dom.room >= count
-                and (size <= 0 or _slices_in(dom, levels, slice_depth, requests, size) >= count // size)
+                and (
+                    size <= 0
+                    or _slices_in(dom, levels, slice_depth, requests, size, request.exclusive) >= count // size
+                )
             ]
             if candidates:
                 chosen = [min(candidates, key=lambda dom: (dom.room, dom.key))]
@@ -156,7 +164,7 @@ def place_pod_set(
     left = count
     for dom in chosen:
         if size > 0:
-            left = _place_slices(nodes, dom, levels, slice_depth, requests, size, left, out)
+            left = _place_slices(nodes, dom, levels, slice_depth, requests, size, request.exclusive, left, out)
         else:
             left = _place_in(nodes, dom.nodes, requests, left, out)
         if left == 0:
@@ -220,9 +228,10 @@ def _place_in(nodes: NodeIndex, candidates: list[NodeState], requests: Mapping[s
 
 
 def _place_slices(nodes: NodeIndex, dom: Domain, levels: Sequence[str], slice_depth: int,
-                  requests: Mapping[str, int], size: int, left: int, out: TopologyPlacement) -> int:
+                  requests: Mapping[str, int], size: int, exclusive: bool, left: int, out: TopologyPlacement) -> int:
     """Slice by slice: each slice of ``size`` pods in the sub-domain of ``slice_depth`` with the
-    least room that holds a whole slice (best fit again)."""
+    least room that holds a whole slice (best fit again); ``exclusive``: a sub-domain holds one
+    slice at most."""
     wanted = levels[: slice_depth + 1]
     groups: dict[tuple[str, ...], list[NodeState]] = {}
     for node in dom.nodes:
@@ -238,5 +247,7 @@ def _place_slices(nodes: NodeIndex, dom: Domain, levels: Sequence[str], slice_de
         _, key = min(fitting)
         if _place_in(nodes, groups[key], requests, size, out):
             return left  # cannot happen: the room was counted on these nodes
+        if exclusive:
+            del groups[key]
         left -= size
     return left

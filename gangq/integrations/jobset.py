@@ -66,7 +66,7 @@ def jobset_pod_sets(obj: Mapping[str, Any] | JobSet) -> list[PodSet]:
             problem = label_key_problem(key)
             if problem is not None:
                 raise SpecError(js.KIND, parsed.key, field, f"must be a topology level (a node label key): {problem}")
-            topology = TopologyRequest("Unconstrained", None, slice_level=key, slice_size=per_job)
+            topology = TopologyRequest("Unconstrained", None, slice_level=key, slice_size=per_job, exclusive=True)
         out.append(PodSet(rjob.name, count, ("spec", "replicatedJobs", i, "template", "spec", "template"),
                           f"{base}.template.spec.template", guard=(f"/spec/replicatedJobs/{i}/name", rjob.name),
                           topology=topology))

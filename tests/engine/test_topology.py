@@ -153,3 +153,18 @@ def test_a_queue_that_checks_no_nodes_does_not_admit_a_topology_gang() -> None:
     assert admission(e.schedule(1.0), "rack") is None
     view = e.workload("ns/rack")
     assert view is not None and "checks no nodes (admissionMode QuotaOnly)" in view.message, view.message
+
+
+def test_exclusive_slices_each_get_a_domain_of_their_own() -> None:
+    """Two child Jobs of 1 pod with exclusive racks (a JobSet's exclusive-topology): never two in
+    one rack, although one rack has room for both."""
+    e = setup(blocks=1)
+    occupy(e, "b0-r1-h0")  # rack b0-r1 has room for one, b0-r0 for two
+    request = TopologyRequest("Unconstrained", None, slice_level=RACK, slice_size=1, exclusive=True)
+    e.submit(WorkloadSpec("ns/jobs", "ns", "q", [PodSetSpec("w", 2, {"cpu": 1000, GPU: 8}, topology=request)]), 0.0)
+    adm = admission(e.schedule(1.0), "jobs")
+    assert adm is not None
+    racks = sorted(node.rsplit("-h", 1)[0] for node in nodes_of(adm))
+    assert racks == ["b0-r0", "b0-r1"], racks
+    e.submit(WorkloadSpec("ns/more", "ns", "q", [PodSetSpec("w", 2, {"cpu": 1000, GPU: 8}, topology=request)]), 1.0)
+    assert admission(e.schedule(2.0), "more") is None  # one free host left, in one rack

@@ -35,20 +35,20 @@ def _topology(annotations: dict[str, str], pods: int = 4) -> tuple[object, ...] 
 @pytest.mark.parametrize("prefix", ["kueue.x-k8s.io/", "gangq.io/"])
 def test_each_annotation_with_either_prefix(prefix: str) -> None:
     assert _topology({}) is None
-    assert _topology({prefix + "podset-required-topology": RACK}) == ("Required", RACK, None, None)
-    assert _topology({prefix + "podset-preferred-topology": BLOCK}) == ("Preferred", BLOCK, None, None)
-    assert _topology({prefix + "podset-unconstrained-topology": "true"}) == ("Unconstrained", None, None, None)
+    assert _topology({prefix + "podset-required-topology": RACK}) == ("Required", RACK, None, None, False)
+    assert _topology({prefix + "podset-preferred-topology": BLOCK}) == ("Preferred", BLOCK, None, None, False)
+    assert _topology({prefix + "podset-unconstrained-topology": "true"}) == ("Unconstrained", None, None, None, False)
     assert _topology({prefix + "podset-unconstrained-topology": "false"}) is None
     assert _topology({prefix + "podset-required-topology": BLOCK, prefix + "podset-slice-required-topology": RACK,
-                      prefix + "podset-slice-size": "2"}) == ("Required", BLOCK, RACK, 2)
+                      prefix + "podset-slice-size": "2"}) == ("Required", BLOCK, RACK, 2, False)
     # slices alone leave the pod set otherwise unconstrained, as in Kueue
     assert _topology({prefix + "podset-slice-required-topology": RACK, prefix + "podset-slice-size": "4"}) == (
-        "Unconstrained", None, RACK, 4)
+        "Unconstrained", None, RACK, 4, False)
 
 
 def test_both_prefixes_with_the_same_value_agree() -> None:
     assert _topology({"kueue.x-k8s.io/podset-required-topology": RACK,
-                      "gangq.io/podset-required-topology": RACK}) == ("Required", RACK, None, None)
+                      "gangq.io/podset-required-topology": RACK}) == ("Required", RACK, None, None, False)
 
 
 @pytest.mark.parametrize(("annotations", "key", "message"), [
@@ -87,7 +87,7 @@ def test_jobset_pod_template_annotations_are_read_per_replicated_job() -> None:
         "annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}}
     sets = {ps.name: ps.topology for ps in jobset_to_workload(js).pod_sets}
     assert sets["driver"] is None
-    assert sets["workers"] is not None and sets["workers"].signature() == ("Required", RACK, None, None)
+    assert sets["workers"] is not None and sets["workers"].signature() == ("Required", RACK, None, None, False)
 
 
 def test_jobset_exclusive_topology_asks_one_domain_per_child_job() -> None:
@@ -97,14 +97,14 @@ def test_jobset_exclusive_topology_asks_one_domain_per_child_job() -> None:
     js["metadata"]["annotations"] = {EXCLUSIVE_KEY: RACK}
     sets = {ps.name: ps.topology for ps in jobset_to_workload(js).pod_sets}
     assert {n: t.signature() if t else None for n, t in sets.items()} == {
-        "driver": ("Unconstrained", None, RACK, 1), "workers": ("Unconstrained", None, RACK, 2)}
+        "driver": ("Unconstrained", None, RACK, 1, True), "workers": ("Unconstrained", None, RACK, 2, True)}
     # the replicatedJob's own annotation wins over the JobSet's; a template annotation over both
     js["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {EXCLUSIVE_KEY: BLOCK}}
     js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {
         "annotations": {"gangq.io/podset-preferred-topology": BLOCK}}
     sets = {ps.name: ps.topology for ps in jobset_to_workload(js).pod_sets}
     assert {n: t.signature() if t else None for n, t in sets.items()} == {
-        "driver": ("Preferred", BLOCK, None, None), "workers": ("Unconstrained", None, BLOCK, 2)}
+        "driver": ("Preferred", BLOCK, None, None, False), "workers": ("Unconstrained", None, BLOCK, 2, True)}
     js["metadata"]["annotations"] = {EXCLUSIVE_KEY: "bad key!"}
     with pytest.raises(SpecError) as err:
         jobset_to_workload(js)
