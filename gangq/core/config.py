@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 RequeueTimestamp = Literal["Creation", "Eviction"]
+TopologyFit = Literal["BestFit", "FirstFit"]
 
 
 class EngineConfig:
@@ -38,6 +39,9 @@ class EngineConfig:
       within itself only while its protected head could not preempt it, for at most the
       starvation timeout after its requeue; and it is no victim of a preemptor that has waited
       less than the starvation timeout (``None``: off). See docs/engine.md, Preemption.
+    - ``topology_fit``: which domain a pod set with a topology request is placed in, of those that
+      can hold it: ``BestFit`` (the one with the least room) or ``FirstFit`` (the first by label
+      values: the baseline the simulator compares best fit with). See docs/engine.md, Topology.
     """
 
     __slots__ = (
@@ -52,6 +56,7 @@ class EngineConfig:
         "preemption_shelter",
         "requeue_timestamp",
         "starvation_timeout",
+        "topology_fit",
     )
 
     def __init__(
@@ -67,6 +72,7 @@ class EngineConfig:
         preemption_grace: float = 300.0,
         preemption_shelter: int | None = 2,
         preemption_delay: float = 5.0,
+        topology_fit: TopologyFit = "BestFit",
     ) -> None:
         if pods_ready_timeout is not None and pods_ready_timeout <= 0:
             raise ValueError("pods_ready_timeout must be positive or None")
@@ -97,3 +103,6 @@ class EngineConfig:
         if preemption_delay < 0:
             raise ValueError("preemption_delay must be >= 0")
         self.preemption_delay = preemption_delay
+        if topology_fit not in ("BestFit", "FirstFit"):
+            raise ValueError("topology_fit must be BestFit or FirstFit")
+        self.topology_fit: TopologyFit = topology_fit

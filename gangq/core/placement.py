@@ -215,6 +215,7 @@ class Placement:
         :func:`~gangq.core.topology.place_pod_set` chooses; the other pod sets as usual, for the
         pods the gang still needs (see docs/engine.md, Topology)."""
         nodes = self.s.world.nodes
+        first_fit = self.s.world.config.topology_fit == "FirstFit"
         pods: dict[tuple[int, str], int] = {}
         placed = 0
         plain = []
@@ -227,7 +228,7 @@ class Placement:
             if isinstance(wanted, str):
                 return wanted, {}, placed
             levels, request = wanted
-            result = place_pod_set(nodes, pools, levels, request, requests, count)
+            result = place_pod_set(nodes, pools, levels, request, requests, count, first_fit)
             if result.why:
                 return result.why, {}, placed
             for node, n in result.pods.items():

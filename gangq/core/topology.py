@@ -18,6 +18,8 @@ The domain is chosen by **best fit**: of the domains that can hold the pod set, 
 least room for it. First fit, or the emptiest domain, leaves every domain partly used and turns
 away the next gang that needs a whole one (the fragmentation that makes big multi-node jobs wait
 in a busy fleet). Within the chosen domain pods are placed as everywhere else (best-fit nodes).
+``EngineConfig.topology_fit = "FirstFit"`` picks the first domain by label values that can hold the
+pod set instead: the baseline best fit is measured against (``gangq simulate``).
 """
 
 from __future__ import annotations
@@ -109,10 +111,12 @@ def place_pod_set(
     request: TopologyRequest,
     requests: Mapping[str, int],
     count: int,
+    first_fit: bool = False,
 ) -> TopologyPlacement:
     """Place ``count`` pods of ``requests`` on the candidate pools' nodes as ``request`` asks,
     charging them (the caller's statement undoes it if the gang does not fit); see the module
-    docstring for the rule."""
+    docstring for the rule (``first_fit``: the first domain by key that can hold them, not the best
+    fit)."""
     out = TopologyPlacement()
     depth = _depth(levels, request.level)
     slice_depth = _depth(levels, request.slice_level)
@@ -133,7 +137,8 @@ def place_pod_set(
                 )
             ]
             if candidates:
-                chosen = [min(candidates, key=lambda dom: (dom.room, dom.key))]
+                # Candidates are sorted by key: the first is first fit's choice.
+                chosen = [candidates[0] if first_fit else min(candidates, key=lambda dom: (dom.room, dom.key))]
                 break
             if request.mode == "Required":
                 break

@@ -25,7 +25,8 @@ from gangq.sim.policies import POLICIES, make_policy
 from gangq.sim.report import print_compare, print_summary, summarize
 from gangq.sim.scenario import SCENARIOS, Scenario, gang_deadlock, kueue_baseline, load_config
 from gangq.sim.simulator import LivelockError, SimResult, Simulator
-from gangq.sim.trace import ColumnMapping, TraceError, load_cluster, load_csv, load_native
+from gangq.sim.topology import DEFAULT_SAMPLE_EVERY, TopologyLayout, parse_request
+from gangq.sim.trace import ColumnMapping, TraceError, load_cluster_file, load_csv, load_native
 
 PLOTS_EXTRA = "pip install 'gangq[plots]'"
 """How to get matplotlib: plotting is an extra, so the controller's install does not carry it."""
@@ -54,11 +55,17 @@ def build_scenario(
     runtime_limits: float | None,
     fraction: float,
     csv_default: str | None = None,
+    topology_layout: str | None = None,
+    topology_request: str | None = None,
 ) -> Scenario:
     """The scenario the options describe (before engine-setting overrides)."""
     if (scenario is None) == (trace is None):
         raise UsageError("give exactly one of --scenario or --trace")
+    if topology_layout is not None and trace != "philly":
+        raise UsageError("--topology-layout labels the Philly replay's nodes; a --cluster file gives topology: instead")
     if scenario is not None:
+        if topology_request is not None:
+            raise UsageError("--topology-request: the built-in scenarios have no topology")
         if scenario == "kueue-baseline":
             return kueue_baseline(scale, config[0] if config else None)
         if scenario == "gang-deadlock":
@@ -68,12 +75,26 @@ def build_scenario(
     if trace == "philly":
         if trace_dir is None:
             raise UsageError("--trace philly needs --trace-dir (the directory of philly_pollux_jobs.csv)")
-        return load_philly(trace_dir, window, capacity_scale, runtime_limits=runtime_limits, fraction=fraction)
+        layout = TopologyLayout.parse(topology_layout) if topology_layout is not None else None
+        request = None
+        if topology_request is not None:
+            if layout is None:
+                raise UsageError("--topology-request needs a topology: give --topology-layout too")
+            request = parse_request(topology_request, layout.spec().levels)
+        return load_philly(
+            trace_dir,
+            window,
+            capacity_scale,
+            runtime_limits=runtime_limits,
+            fraction=fraction,
+            layout=layout,
+            topology_request=request,
+        )
     path = Path(trace)
     if not config:
         raise UsageError("a trace file needs --config (the queue-configuration YAML you would kubectl apply)")
     queue_config = load_config(config)
-    nodes = load_cluster(cluster) if cluster else []
+    nodes, topology = load_cluster_file(cluster) if cluster else ([], None)
     namespaces: dict[str, dict[str, str]] = {}
     if path.suffix == ".csv":
         if not csv_map:
@@ -91,7 +112,23 @@ def build_scenario(
         for job in jobs:
             if job.runtime_limit is None:
                 job.runtime_limit = max(1.0, job.duration * runtime_limits)
-    return Scenario(path.stem, queue_config, nodes, jobs, EngineConfig(pods_ready_timeout=None), namespaces=namespaces)
+    out = Scenario(
+        path.stem,
+        queue_config,
+        nodes,
+        jobs,
+        EngineConfig(pods_ready_timeout=None),
+        namespaces=namespaces,
+        topology=topology,
+    )
+    if topology_request is not None:
+        measured = out.measured_topology()
+        if measured is None:
+            raise UsageError(
+                "--topology-request needs a topology: topology: in the --cluster file, or a flavor's topologyName"
+            )
+        out.topology_request = parse_request(topology_request, measured.levels)
+    return out
 
 
 def _engine_config(
@@ -114,6 +151,7 @@ def _engine_config(
         preemption_grace=base.preemption_grace,
         preemption_shelter=base.preemption_shelter,
         preemption_delay=preemption_delay if preemption_delay is not None else base.preemption_delay,
+        topology_fit=base.topology_fit,
     )
 
 
@@ -143,6 +181,9 @@ def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[st
                 namespaces=base.namespaces,
                 runtime_estimates=base.runtime_estimates,
                 estimate_quantile=base.estimate_quantile,
+                topology=base.topology,
+                topology_request=base.topology_request,
+                topology_sample_every=base.topology_sample_every,
             )
         out.append((entry, scenario, name))
     return out
@@ -196,7 +237,23 @@ def simulate(
     config: Annotated[
         list[Path] | None, typer.Option(help="queue-configuration YAML (the file you would kubectl apply); repeatable")
     ] = None,
-    cluster: Annotated[Path | None, typer.Option(help="YAML with nodes: [{name, count, allocatable, labels}]")] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(help="YAML with nodes: [{name, count, allocatable, labels}] and optional topology: [LABEL, ...]"),
+    ] = None,
+    topology_layout: Annotated[
+        str | None,
+        typer.Option(
+            help="Philly: label each VC's nodes into racks and blocks: hosts-per-rack=H,racks-per-block=R (4 each)"
+        ),
+    ] = None,
+    topology_request: Annotated[
+        str | None,
+        typer.Option(help="what gangs of more than one pod ask for: required:LEVEL or preferred:LEVEL (e.g. rack)"),
+    ] = None,
+    topology_sample_every: Annotated[
+        float, typer.Option(help="simulated seconds between fragmentation samples (with a topology)", min=1)
+    ] = DEFAULT_SAMPLE_EVERY,
     csv_map: Annotated[
         str | None, typer.Option(help="CSV column mapping field=column,... (submit, duration, queue, gpus, pods, cpu)")
     ] = None,
@@ -208,7 +265,7 @@ def simulate(
     ] = None,
     gpus_per_pod: Annotated[int, typer.Option(help="CSV gpus column: GPUs per pod (node size)")] = 8,
     scale: Annotated[float, typer.Option(help="kueue-baseline: fraction of the workloads per class")] = 1.0,
-    policy: Annotated[str, typer.Option(help="gangq | fifo | sjf | pod-by-pod")] = "gangq",
+    policy: Annotated[str, typer.Option(help="gangq | gangq-firstfit | fifo | sjf | pod-by-pod")] = "gangq",
     compare: Annotated[
         str | None, typer.Option(help="run several side by side: e.g. fifo,sjf,gangq,gangq@other-config.yaml")
     ] = None,
@@ -273,7 +330,10 @@ def simulate(
             runtime_limits,
             fraction,
             csv_default,
+            topology_layout,
+            topology_request,
         )
+        base.topology_sample_every = topology_sample_every
         base.engine_config = _engine_config(
             base.engine_config,
             pods_ready_timeout,

@@ -7,6 +7,12 @@ quota is its nodes × 8, and a ResourceFlavor per VC that selects the VC's nodes
 check (best-fit) packs gangs onto as few nodes as possible. Node counts are multiplied by the
 capacity scale (floor, at least 1). Jobs in other VCs are dropped; jobs larger than their VC are
 never admissible and are counted, not simulated.
+
+With a :class:`~gangq.sim.topology.TopologyLayout` the nodes of each VC are labelled into racks and
+blocks (``gangq.io/topology-block``, ``gangq.io/topology-rack``, ``kubernetes.io/hostname``) and
+every flavor gets that Topology; a ``topology_request`` is what every gang of more than one pod
+asks for (a ``Required`` gang larger than the largest domain of its level in its VC is never
+admissible, and is counted like a job larger than its VC).
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from typing import Any
 
 from gangq.api.loader import parse_queue_config
 from gangq.core.config import EngineConfig
-from gangq.core.model import NodeSpec
+from gangq.core.model import NodeSpec, TopologyRequest
 from gangq.sim.scenario import Scenario
 from gangq.sim.simulator import no_gc
+from gangq.sim.topology import HOST_LABEL, RACK_LABEL, TopologyLayout
 from gangq.sim.trace import GPU, ColumnMapping, TraceError, TraceJob, load_csv
 
 JOBS_FILE = "philly_pollux_jobs.csv"
@@ -124,12 +131,16 @@ def load_philly(
     engine_config: EngineConfig | None = None,
     runtime_limits: float | None = None,
     fraction: float = 1.0,
+    layout: TopologyLayout | None = None,
+    topology_request: TopologyRequest | None = None,
 ) -> Scenario:
     """The Philly replay as a :class:`Scenario`.
 
     ``runtime_limits``: give every job a runtime limit of ``factor × duration`` (users' declared
     limits; lets the engine compute reservations and backfill); ``None``: no limits.
     ``fraction``: keep only the first fraction of the window's jobs (speed measurements).
+    ``layout``: label the nodes into racks and blocks; ``topology_request``: what gangs of more
+    than one pod ask for (needs ``layout``).
     """
     trace_dir = Path(trace_dir)
     if capacity_scale <= 0:
@@ -146,6 +157,8 @@ def load_philly(
     jobs: list[TraceJob] = []
     other_vc = 0
     too_large: dict[str, int] = {}
+    too_large_for_level: dict[str, int] = {}
+    domain_nodes = _domain_nodes(layout, topology_request)
     for job in rows:
         vc = job.local_queue
         if vc not in nodes_per_vc:
@@ -155,6 +168,13 @@ def load_philly(
         gpus = ps.requests[GPU] * ps.count
         if gpus > nodes_per_vc[vc] * GPUS_PER_NODE:
             too_large[vc] = too_large.get(vc, 0) + 1
+            continue
+        if (
+            domain_nodes is not None
+            and ps.count > 1
+            and gpus > min(domain_nodes, nodes_per_vc[vc]) * GPUS_PER_NODE
+        ):
+            too_large_for_level[vc] = too_large_for_level.get(vc, 0) + 1
             continue
         # Re-use the row's job: name by row, class by size, the VC's namespace and queue.
         job.name = f"job-{job.line}"
@@ -168,11 +188,16 @@ def load_philly(
         NodeSpec(
             f"{vc}-{i}",
             {"cpu": 256_000, "memory": 4 << 40, GPU: GPUS_PER_NODE, "pods": 1000},
-            labels={VC_LABEL: vc},
+            labels={VC_LABEL: vc, **(layout.labels(vc, i, f"{vc}-{i}") if layout is not None else {})},
         )
         for vc, n in nodes_per_vc.items()
         for i in range(n)
     ]
+    excluded = {f"larger than VC {vc}": n for vc, n in too_large.items()}
+    if topology_request is not None and too_large_for_level:
+        level = topology_request.level or ""
+        name = "rack" if level == RACK_LABEL else "host" if level == HOST_LABEL else "block"
+        excluded.update({f"larger than a {name} of VC {vc}": n for vc, n in too_large_for_level.items()})
     return Scenario(
         "philly",
         config,
@@ -181,14 +206,28 @@ def load_philly(
         engine_config or EngineConfig(pods_ready_timeout=None),
         resource=GPU,
         classes=CLASSES,
-        excluded={f"larger than VC {vc}": n for vc, n in too_large.items()},
+        excluded=excluded,
         info={
             "window": window,
             "capacity_scale": capacity_scale,
             "nodes_per_vc": nodes_per_vc,
             "jobs_in_window": len(rows),
             "jobs_in_other_vcs": other_vc,
-            "never_admissible": sum(too_large.values()),
+            "never_admissible": sum(too_large.values()) + sum(too_large_for_level.values()),
             "runtime_limits": runtime_limits,
+            "topology_layout": layout.info() if layout is not None else None,
         },
+        topology=layout.spec() if layout is not None else None,
+        topology_request=topology_request,
     )
+
+
+def _domain_nodes(layout: TopologyLayout | None, request: TopologyRequest | None) -> int | None:
+    """Nodes in the largest domain of a ``Required`` request's level (None: no such limit)."""
+    if layout is None or request is None or request.mode != "Required":
+        return None
+    if request.level == HOST_LABEL:
+        return 1
+    if request.level == RACK_LABEL:
+        return layout.hosts_per_rack
+    return layout.hosts_per_rack * layout.racks_per_block

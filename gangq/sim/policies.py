@@ -22,9 +22,11 @@ from collections import deque
 from collections.abc import Iterable
 
 from gangq.core import Admission, Engine, Eviction, PodSetSpec, WorkloadSpec
+from gangq.core.config import EngineConfig, TopologyFit
 from gangq.core.model import NodeSpec
 from gangq.sim.estimates import RuntimeEstimator
 from gangq.sim.scenario import Scenario
+from gangq.sim.topology import TopologyMeter, _Head, with_hostname, with_topology
 from gangq.sim.trace import TraceJob
 
 
@@ -139,6 +141,10 @@ class Policy:
         """Policy-specific figures for the report."""
         return {}
 
+    def topology(self, end: float) -> dict[str, object] | None:
+        """Locality and fragmentation figures (:mod:`gangq.sim.topology`; None: not measured)."""
+        return None
+
 
 # ----------------------------------------------------------------------------------------------
 # gangq: the real engine
@@ -156,19 +162,24 @@ class GangqPolicy(Policy):
     """
 
     name = "gangq"
+    topology_fit: TopologyFit | None = None  # None: the scenario's engine setting
 
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.by_key: dict[str, JobRun] = {}
         self.estimator: RuntimeEstimator | None = None
         self.estimated = 0
+        self.meter: TopologyMeter | None = None
 
     def setup(self, scenario: Scenario, runs: list[JobRun]) -> None:
         super().setup(scenario, runs)
         cfg = scenario.config
-        engine = Engine(scenario.engine_config)
+        config = scenario.engine_config
+        if self.topology_fit is not None:
+            config = replace_config(config, topology_fit=self.topology_fit)
+        engine = Engine(config)
         for flavor in cfg.flavors.values():
-            engine.upsert_flavor(flavor)
+            engine.upsert_flavor(with_topology(flavor, scenario.topology))
         for cohort in cfg.cohorts.values():
             engine.upsert_cohort(cohort)
         for cq in cfg.cluster_queues.values():
@@ -177,9 +188,22 @@ class GangqPolicy(Policy):
             engine.upsert_local_queue(lq)
         for ns, labels in scenario.namespaces.items():
             engine.upsert_namespace(ns, labels)
-        for node in scenario.nodes:
+        measured = scenario.measured_topology()
+        nodes = [with_hostname(node, measured) for node in scenario.nodes]
+        for node in nodes:
             engine.upsert_node(node)
         self.engine = engine
+        self.meter = None
+        if measured is not None:
+            self.meter = TopologyMeter(
+                nodes,
+                measured,
+                {cq: scenario.nodes_of(cq) for cq in cfg.cluster_queues},
+                scenario.topology_request,
+                scenario.resource,
+                runs[0].submit if runs else 0.0,
+                scenario.topology_sample_every,
+            )
         self.by_key = {r.key: r for r in runs}
         self.estimator = RuntimeEstimator(quantile=scenario.estimate_quantile) if scenario.runtime_estimates else None
         self.estimated = 0
@@ -199,7 +223,16 @@ class GangqPolicy(Policy):
                 run.key,
                 job.namespace,
                 job.local_queue,
-                [PodSetSpec(ps.name, ps.count, ps.requests, ps.node_selector) for ps in job.pod_sets],
+                [
+                    PodSetSpec(
+                        ps.name,
+                        ps.count,
+                        ps.requests,
+                        ps.node_selector,
+                        topology=self.scenario.topology_request if ps.count > 1 else None,
+                    )
+                    for ps in job.pod_sets
+                ],
                 priority=run.priority,
                 creation_time=job.submit,
                 min_member=job.min_member,
@@ -209,17 +242,39 @@ class GangqPolicy(Policy):
             self._specs[run.index] = spec
         return spec
 
+    def _head(self, cq: str) -> _Head | None:
+        assert self.engine is not None and self.meter is not None
+        pending = self.engine.pending_workloads(cq, limit=1)
+        if not pending:
+            return None
+        run = self.by_key.get(pending[0].key)
+        if run is None:
+            return None
+        return self.meter.head([(ps.count, ps.requests) for ps in run.job.pod_sets])
+
+    def _sample(self, now: float) -> None:
+        """Fragmentation samples due before ``now``, taken before the events at ``now`` change
+        the engine's state."""
+        meter = self.meter
+        if meter is not None and now > meter.last:
+            meter.sample(now, self._head)
+
     def submit(self, run: JobRun, now: float) -> None:
         assert self.engine is not None
+        self._sample(now)
         self.engine.submit(self._spec(run), now)
 
     def schedule(self, now: float) -> tuple[list[Admit], list[Evict]]:
         assert self.engine is not None
+        self._sample(now)
         admits: list[Admit] = []
         evicts: list[Evict] = []
         by_key = self.by_key
+        meter = self.meter
         for d in self.engine.schedule(now):
             if type(d) is Admission:
+                if meter is not None:
+                    meter.admitted(d.workload, [(ps.requests, ps.placement) for ps in d.pod_sets])
                 usage: dict[str, int] = {}
                 for (_, resource), amount in d.usage.items():
                     usage[resource] = usage.get(resource, 0) + amount
@@ -238,18 +293,34 @@ class GangqPolicy(Policy):
 
     def finish(self, run: JobRun, now: float) -> None:
         assert self.engine is not None
+        self._sample(now)
+        if self.meter is not None:
+            self.meter.released(run.key)
         self.engine.finish(run.key, now)
         if self.estimator is not None and run.started_at is not None and run.outcome == "Succeeded":
             self.estimator.observe(run.cq, _group(run), now - run.started_at)
 
     def eviction_done(self, run: JobRun, now: float) -> None:
         assert self.engine is not None
+        self._sample(now)
+        if self.meter is not None:
+            self.meter.released(run.key)
         self.engine.eviction_done(run.key, now)
 
     def extra(self, end: float) -> dict[str, object]:
         if self.estimator is None:
             return {}
         return {"runtime_estimates": "learned", "jobs_submitted_with_estimate": self.estimated}
+
+    def topology(self, end: float) -> dict[str, object] | None:
+        meter = self.meter
+        if meter is None:
+            return None
+        if end >= meter.last and not meter.fragmented:
+            meter.sample(end, self._head, final=True)
+        elif end > meter.last:
+            meter.sample(end, self._head)
+        return meter.figures()
 
     def next_wakeup(self) -> float | None:
         assert self.engine is not None
@@ -261,6 +332,34 @@ class GangqPolicy(Policy):
         if view is None:
             return {}
         return {"active": view.pending_active, "inadmissible": view.pending_inadmissible}
+
+
+class GangqFirstFitPolicy(GangqPolicy):
+    """gangq's engine with ``topology_fit="FirstFit"``: a pod set with a topology request goes to
+    the first domain by label values that can hold it. The baseline best fit is compared with."""
+
+    name = "gangq-firstfit"
+    topology_fit: TopologyFit | None = "FirstFit"
+
+
+def replace_config(base: EngineConfig, **changes: object) -> EngineConfig:
+    """A copy of ``base`` with ``changes`` (EngineConfig's keyword arguments)."""
+    fields: dict[str, object] = {
+        "pods_ready_timeout": base.pods_ready_timeout,
+        "backoff_base": base.backoff_base,
+        "backoff_max": base.backoff_max,
+        "backoff_limit": base.backoff_limit,
+        "requeue_timestamp": base.requeue_timestamp,
+        "starvation_timeout": base.starvation_timeout,
+        "fair_sharing": base.fair_sharing,
+        "preemption_budget": base.preemption_budget,
+        "preemption_grace": base.preemption_grace,
+        "preemption_shelter": base.preemption_shelter,
+        "preemption_delay": base.preemption_delay,
+        "topology_fit": base.topology_fit,
+    }
+    fields.update(changes)
+    return EngineConfig(**fields)  # type: ignore[arg-type]
 
 
 def _group(run: JobRun) -> tuple[tuple[str, int], ...]:
@@ -600,6 +699,7 @@ class PodByPodPolicy(_Simple):
 
 POLICIES: dict[str, type[Policy]] = {
     "gangq": GangqPolicy,
+    "gangq-firstfit": GangqFirstFitPolicy,
     "fifo": FifoPolicy,
     "sjf": SjfPolicy,
     "pod-by-pod": PodByPodPolicy,

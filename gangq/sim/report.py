@@ -126,6 +126,8 @@ def summarize(result: SimResult) -> dict[str, Any]:
         "info": sc.info,
         "policy_figures": result.extra,
     }
+    if result.topology is not None:
+        out["topology"] = result.topology
     return out
 
 
@@ -198,6 +200,16 @@ def print_summary(console: Console, summary: dict[str, Any], per_queue_limit: in
             f"gangs stuck partly bound at the end: {figures['partial_gangs_at_end']} "
             f"(holding {figures['resource_held_by_partial_gangs_at_end']} {summary['resource']})"
         )
+    topo = summary.get("topology")
+    if topo is not None:
+        loc, frag = topo["locality"], topo["fragmentation"]
+        console.print(
+            f"topology: {100 * loc['share_in_one_domain']:.1f}% of {loc['gangs']} multi-pod gang admissions in one "
+            f"{loc['level']}, {loc['mean_domains_per_gang']:.2f} {loc['level']}s per gang; free {frag['resource']} "
+            f"in domains too small for the waiting heads: mean {frag['fragmented_mean']:.1f}, "
+            f"p95 {frag['fragmented_p95']:.1f}; heads waiting with enough free in total: "
+            f"{100 * frag['share_heads_waiting_with_enough_free']:.1f}%"
+        )
     info = summary.get("info") or {}
     if "quota_bound_makespan_s" in info:
         console.print(
@@ -249,6 +261,19 @@ COMPARE_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 )
 
 
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+TOPOLOGY_ROWS: tuple[tuple[str, str, str, Callable[[Any], str]], ...] = (
+    ("multi-pod gangs in one domain", "locality", "share_in_one_domain", lambda v: f"{100 * v:.1f}%"),
+    ("domains per multi-pod gang", "locality", "mean_domains_per_gang", lambda v: f"{v:.2f}"),
+    ("fragmented free (mean)", "fragmentation", "fragmented_mean", lambda v: f"{v:.1f}"),
+    ("fragmented free (p95)", "fragmentation", "fragmented_p95", lambda v: f"{v:.1f}"),
+    ("heads waiting, enough free", "fragmentation", "share_heads_waiting_with_enough_free", _pct),
+)
+
+
 def print_compare(console: Console, summaries: list[dict[str, Any]]) -> None:
     table = Table(title=f"{summaries[0]['scenario']}: {summaries[0]['jobs']} jobs, side by side")
     table.add_column("")
@@ -267,4 +292,10 @@ def print_compare(console: Console, summaries: list[dict[str, Any]]) -> None:
             "gangs stuck partly bound",
             *(str((s.get("policy_figures") or {}).get("partial_gangs_at_end", 0)) for s in summaries),
         )
+    if any("topology" in s for s in summaries):
+        for label, part, key, fmt in TOPOLOGY_ROWS:
+            table.add_row(
+                label,
+                *(fmt(s["topology"][part][key]) if "topology" in s else "-" for s in summaries),
+            )
     console.print(table)

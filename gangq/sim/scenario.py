@@ -13,9 +13,10 @@ from typing import Any
 
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.config import EngineConfig
-from gangq.core.model import NodeSpec
+from gangq.core.model import NodeSpec, TopologyRequest, TopologySpec
 from gangq.resources import policy_file
 from gangq.sim.estimates import DEFAULT_QUANTILE
+from gangq.sim.topology import DEFAULT_SAMPLE_EVERY
 from gangq.sim.trace import GPU, TraceError, TraceJob, TracePodSet
 
 KUEUE_BASELINE_CONFIG = policy_file("kueue-baseline.yaml")
@@ -33,7 +34,11 @@ class Scenario:
     - ``jobs``: the admissible trace; ``excluded``: jobs left out (never admissible) with the reason;
     - ``classes``: report classes in display order; ``resource``: the resource utilisation is given in;
     - ``runtime_estimates``: gangq submits gangs without a runtime limit with the ``estimate_quantile``
-      of the run times of similar gangs that finished before (:mod:`gangq.sim.estimates`).
+      of the run times of similar gangs that finished before (:mod:`gangq.sim.estimates`);
+    - ``topology``: the Topology of every flavor that has none of its own (None: only the
+      configuration's); ``topology_request``: what every pod set of more than one pod asks for;
+      ``topology_sample_every``: simulated seconds between fragmentation samples
+      (:mod:`gangq.sim.topology`).
     """
 
     def __init__(
@@ -53,6 +58,9 @@ class Scenario:
         namespaces: dict[str, dict[str, str]] | None = None,
         runtime_estimates: bool = True,
         estimate_quantile: float = DEFAULT_QUANTILE,
+        topology: TopologySpec | None = None,
+        topology_request: TopologyRequest | None = None,
+        topology_sample_every: float = DEFAULT_SAMPLE_EVERY,
     ) -> None:
         self.name = name
         self.config = config
@@ -70,6 +78,9 @@ class Scenario:
         self.info = info or {}
         self.runtime_estimates = runtime_estimates
         self.estimate_quantile = estimate_quantile
+        self.topology = topology
+        self.topology_request = topology_request
+        self.topology_sample_every = topology_sample_every
         self.check()
 
     def check(self) -> None:
@@ -85,6 +96,27 @@ class Scenario:
 
     def cluster_queue_of(self, job: TraceJob) -> str:
         return self.config.local_queues[f"{job.namespace}/{job.local_queue}"].cluster_queue
+
+    def measured_topology(self) -> TopologySpec | None:
+        """The levels topology figures are measured in: the scenario's Topology, else the first
+        flavor's of the configuration (None: no topology, no figures)."""
+        if self.topology is not None:
+            return self.topology
+        return next((f.topology for f in self.config.flavors.values() if f.topology is not None), None)
+
+    def nodes_of(self, cq_name: str) -> list[str]:
+        """The nodes the flavors of a ClusterQueue select (by their node labels)."""
+        selectors = [
+            self.config.flavors[flavor.name].node_labels
+            for group in self.config.cluster_queues[cq_name].resource_groups
+            for flavor in group.flavors
+            if flavor.name in self.config.flavors
+        ]
+        return [
+            n.name
+            for n in self.nodes
+            if any(all(n.labels.get(k) == v for k, v in sel.items()) for sel in selectors)
+        ]
 
     def priority_of(self, job: TraceJob) -> int:
         return self.config.priority_classes.get(job.priority_class, 0) if job.priority_class else 0

@@ -93,6 +93,7 @@ class SimResult:
         self.cq_usage_end: dict[str, dict[str, int]] = {}
         self.pending_end: dict[str, dict[str, int]] = {}
         self.extra: dict[str, object] = {}
+        self.topology: dict[str, object] | None = None  # locality and fragmentation (gangq.sim.topology)
 
 
 class Simulator:
@@ -285,6 +286,7 @@ class Simulator:
         result.events = events
         result.pending_end = {cq: policy.pending_by_status(cq) for cq in cq_names}
         result.extra = policy.extra(end)
+        result.topology = policy.topology(end)
         result.wall_seconds = time.perf_counter() - t0
         if progress is not None:
             progress(n, n, end)

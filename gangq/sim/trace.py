@@ -34,9 +34,10 @@ from typing import Any
 import yaml
 
 from gangq.api.quantity import QuantityError, parse_quantity
-from gangq.core.model import NodeSpec
+from gangq.core.model import NodeSpec, TopologySpec
 from gangq.core.selectors import Taint
 from gangq.core.units import format_amount
+from gangq.sim.topology import parse_topology
 
 GPU = "nvidia.com/gpu"
 
@@ -406,6 +407,12 @@ def parse_nodes(source: str, nodes_doc: Any) -> list[NodeSpec]:
 
 def load_cluster(path: str | Path) -> list[NodeSpec]:
     """Nodes from a YAML file holding ``nodes: [...]`` (or the list itself)."""
+    return load_cluster_file(path)[0]
+
+
+def load_cluster_file(path: str | Path) -> tuple[list[NodeSpec], TopologySpec | None]:
+    """Nodes and the optional Topology of a cluster file: ``{nodes: [...], topology: [LABEL, ...]}``
+    (or ``topology: {name, levels}``; the nodes list alone has no topology)."""
     source = str(path)
     try:
         doc = yaml.load(Path(path).read_text(), Loader=_LineLoader)
@@ -413,9 +420,16 @@ def load_cluster(path: str | Path) -> list[NodeSpec]:
         raise TraceError(source, 0, "", f"cannot read: {err.strerror}") from err
     except yaml.YAMLError as err:
         raise TraceError(source, 0, "", f"invalid YAML: {err}") from err
+    topology: TopologySpec | None = None
     if isinstance(doc, dict):
+        if doc.get("topology") is not None:
+            try:
+                topology = parse_topology(doc["topology"])
+            except ValueError as err:
+                line = _line(doc["topology"], _fline(doc, "topology", 0))
+                raise TraceError(source, line, "topology", str(err)) from err
         doc = doc.get("nodes")
-    return parse_nodes(source, doc)
+    return parse_nodes(source, doc), topology
 
 
 def _quantity_text(resource: str, amount: int) -> str | int:

@@ -4,6 +4,7 @@ gets one, chosen by best fit, or waits with a reason that names the level."""
 from __future__ import annotations
 
 from gangq.core import Admission, Engine, FlavorSpec, NodeSpec, PodInfo, PodSetSpec, WorkloadSpec
+from gangq.core.config import EngineConfig
 from gangq.core.model import TopologyRequest, TopologySpec
 from tests.engine.builders import GPU, add_queue, engine, quota
 
@@ -88,6 +89,21 @@ def test_the_domain_is_chosen_by_best_fit_not_first_fit() -> None:
     small, pair = admission(decisions, "small"), admission(decisions, "pair")
     assert small is not None and nodes_of(small) == ["b0-r1-h1"]
     assert pair is not None and nodes_of(pair) == ["b0-r0-h0", "b0-r0-h1"]
+
+
+def test_first_fit_takes_the_first_rack_that_holds_the_pod_set() -> None:
+    """The same fleet as the best-fit test with ``topology_fit="FirstFit"``: the one-pod gang takes
+    b0-r0, the emptier first rack, and the two-pod gang behind it no longer finds a whole rack."""
+    e = engine(EngineConfig(pods_ready_timeout=None, preemption_delay=0, topology_fit="FirstFit"))
+    fleet(e, blocks=1)
+    add_queue(e, "q", [quota("gpu", 1000, 1000)])
+    occupy(e, "b0-r1-h0")
+    e.submit(topo_gang("small", 1, "Required", RACK, t=0.0), 0.0)
+    e.submit(topo_gang("pair", 2, "Required", RACK, t=1.0), 0.0)
+    decisions = e.schedule(1.0)
+    small, pair = admission(decisions, "small"), admission(decisions, "pair")
+    assert small is not None and nodes_of(small)[0].startswith("b0-r0-")
+    assert pair is None
 
 
 def test_preferred_falls_back_to_the_level_above_then_to_few_domains() -> None:
