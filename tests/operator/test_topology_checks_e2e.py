@@ -54,7 +54,9 @@ def test_topology_flavor_admits_and_admission_checks_make_the_queue_inactive(
                             and c, 10, "the checked ClusterQueue's Active condition")
             assert cond["reason"] == "AdmissionCheckInactive"
             assert "'t47-prov'" in cond["message"] and "ProvisioningRequest is not supported" in cond["message"]
-            assert (_status_condition(sb, "ClusterQueue", "open") or {}).get("status") == "True"
+            # Queue statuses are written in the background lane: read once this one is.
+            wait_for(lambda: (_status_condition(sb, "ClusterQueue", "open") or {}).get("status") == "True", 10,
+                     "the open ClusterQueue's Active condition")
             ac = wait_for(lambda: _status_condition(sb, "AdmissionCheck", "t47-prov"), 10, "the check's status")
             assert (ac["status"], ac["reason"]) == ("False", "NotSupported")
             status = wait_for(lambda: (s := workload_status(sb, "waits")) and s.get("reason") == "ClusterQueueInactive"
