@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -155,3 +156,25 @@ def test_no_module_imports_itself_through_others() -> None:
         graph[name] = {module_of(n) for n in imported if n.startswith("gangq.")} - {name}
     cycle = _cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_every_retry_reason_is_asked_for_and_documented() -> None:
+    """Every retry of a ClusterQueue and every repeated cycle names a RetryReason: each reason is
+    asked for at some call site of the engine and explained in docs/engine.md's Retry reasons."""
+    from gangq.core.retries import RetryReason
+
+    core = ROOT / "gangq" / "core"
+    source = "\n".join(p.read_text() for p in core.glob("*.py") if p.name != "retries.py")
+    used = set(re.findall(r"RetryReason\.([A-Z_]+)", source))
+    assert used == {r.name for r in RetryReason}, "a reason no call site asks for, or a call site with an unknown one"
+    doc = (ROOT / "docs" / "engine.md").read_text()
+    for reason in RetryReason:
+        assert f"| `{reason.name}` |" in doc, f"docs/engine.md's Retry reasons table lacks {reason.name}"
+
+
+def test_no_retry_bypasses_the_reasons() -> None:
+    """Rule modules ask for retries only through EngineState's reasoned methods."""
+    for path in (ROOT / "gangq" / "core").glob("*.py"):
+        text = path.read_text()
+        assert "_retry_queue(" not in text or path.name == "state.py", path.name
+        assert "cycle_again += 1" not in text or path.name == "state.py", path.name
