@@ -97,6 +97,7 @@ def test_a_nodepool_from_zero_provisions_gpu_nodes_within_its_limit_and_consolid
     assert len(claims) == 4, [c["metadata"]["name"] for c in claims]
     wait_for(lambda: all(condition(c, "Initialized") for c in store.list("karpenter.sh", "nodeclaims")["items"]),
              30, "Karpenter to count its four nodes initialized")
+    claims = store.list("karpenter.sh", "nodeclaims")["items"]  # as initialized: each names its node
     nodes = {n["metadata"]["name"]: n for n in store.list("", "nodes", label_selector=KARPENTER_NODES)["items"]}
     assert sorted(nodes) == sorted(c["status"]["nodeName"] for c in claims)
     for node in nodes.values():
