@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 RequeueTimestamp = Literal["Creation", "Eviction"]
 TopologyFit = Literal["BestFit", "FirstFit"]
@@ -106,3 +106,26 @@ class EngineConfig:
         if topology_fit not in ("BestFit", "FirstFit"):
             raise ValueError("topology_fit must be BestFit or FirstFit")
         self.topology_fit: TopologyFit = topology_fit
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        """A copy with ``changes`` (keyword arguments of the constructor), validated as new."""
+        fields: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS}
+        fields.update(changes)
+        return EngineConfig(**fields)
+
+
+_FIELDS = (
+    "pods_ready_timeout",
+    "backoff_base",
+    "backoff_max",
+    "backoff_limit",
+    "requeue_timestamp",
+    "starvation_timeout",
+    "fair_sharing",
+    "preemption_budget",
+    "preemption_grace",
+    "preemption_shelter",
+    "preemption_delay",
+    "topology_fit",
+)
+"""The constructor's parameters, each kept as the attribute of that name."""

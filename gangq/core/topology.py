@@ -213,6 +213,7 @@ def _depth(levels: Sequence[str], label: str | None) -> int:
 def _place_in(nodes: NodeIndex, candidates: list[NodeState], requests: Mapping[str, int], left: int,
               out: TopologyPlacement) -> int:
     """Best fit within a domain: each time, the node that takes pods with the least room left."""
+    resources = sorted(requests)
     while left > 0:
         best: NodeState | None = None
         best_key: tuple[int, ...] = ()
@@ -220,7 +221,7 @@ def _place_in(nodes: NodeIndex, candidates: list[NodeState], requests: Mapping[s
             n = node.how_many(requests, left)
             if n <= 0:
                 continue
-            key = tuple(node.free.get(r, 0) for r in sorted(requests))
+            key = tuple(node.free.get(r, 0) for r in resources)
             if best is None or key < best_key:
                 best, best_key = node, key
         if best is None:

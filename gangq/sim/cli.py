@@ -139,20 +139,18 @@ def _engine_config(
     preemption_budget: int | None = None,
     preemption_delay: float | None = None,
 ) -> EngineConfig:
-    return EngineConfig(
-        pods_ready_timeout=(pods_ready_timeout or None) if pods_ready_timeout is not None else base.pods_ready_timeout,
-        backoff_base=base.backoff_base,
-        backoff_max=base.backoff_max,
-        backoff_limit=base.backoff_limit,
-        requeue_timestamp=base.requeue_timestamp,
-        starvation_timeout=starvation_timeout if starvation_timeout is not None else base.starvation_timeout,
-        fair_sharing=fair_sharing if fair_sharing is not None else base.fair_sharing,
-        preemption_budget=(preemption_budget or None) if preemption_budget is not None else base.preemption_budget,
-        preemption_grace=base.preemption_grace,
-        preemption_shelter=base.preemption_shelter,
-        preemption_delay=preemption_delay if preemption_delay is not None else base.preemption_delay,
-        topology_fit=base.topology_fit,
-    )
+    changes: dict[str, object] = {}
+    if pods_ready_timeout is not None:
+        changes["pods_ready_timeout"] = pods_ready_timeout or None
+    if starvation_timeout is not None:
+        changes["starvation_timeout"] = starvation_timeout
+    if fair_sharing is not None:
+        changes["fair_sharing"] = fair_sharing
+    if preemption_budget is not None:
+        changes["preemption_budget"] = preemption_budget or None
+    if preemption_delay is not None:
+        changes["preemption_delay"] = preemption_delay
+    return base.replace(**changes)
 
 
 def _variants(policy: str, compare: str | None, base: Scenario) -> list[tuple[str, Scenario, str]]:

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from gangq.core import Admission, Engine, Eviction, PodSetSpec, WorkloadSpec
-from gangq.core.config import EngineConfig, TopologyFit
+from gangq.core.config import TopologyFit
 from gangq.core.model import NodeSpec
 from gangq.sim.estimates import RuntimeEstimator
 from gangq.sim.scenario import Scenario
@@ -176,7 +176,7 @@ class GangqPolicy(Policy):
         cfg = scenario.config
         config = scenario.engine_config
         if self.topology_fit is not None:
-            config = replace_config(config, topology_fit=self.topology_fit)
+            config = config.replace(topology_fit=self.topology_fit)
         engine = Engine(config)
         for flavor in cfg.flavors.values():
             engine.upsert_flavor(with_topology(flavor, scenario.topology))
@@ -340,26 +340,6 @@ class GangqFirstFitPolicy(GangqPolicy):
 
     name = "gangq-firstfit"
     topology_fit: TopologyFit | None = "FirstFit"
-
-
-def replace_config(base: EngineConfig, **changes: object) -> EngineConfig:
-    """A copy of ``base`` with ``changes`` (EngineConfig's keyword arguments)."""
-    fields: dict[str, object] = {
-        "pods_ready_timeout": base.pods_ready_timeout,
-        "backoff_base": base.backoff_base,
-        "backoff_max": base.backoff_max,
-        "backoff_limit": base.backoff_limit,
-        "requeue_timestamp": base.requeue_timestamp,
-        "starvation_timeout": base.starvation_timeout,
-        "fair_sharing": base.fair_sharing,
-        "preemption_budget": base.preemption_budget,
-        "preemption_grace": base.preemption_grace,
-        "preemption_shelter": base.preemption_shelter,
-        "preemption_delay": base.preemption_delay,
-        "topology_fit": base.topology_fit,
-    }
-    fields.update(changes)
-    return EngineConfig(**fields)  # type: ignore[arg-type]
 
 
 def _group(run: JobRun) -> tuple[tuple[str, int], ...]:
