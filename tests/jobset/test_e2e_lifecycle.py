@@ -127,7 +127,10 @@ def test_in_order_startup_ttl_invalid_and_foreign_jobsets(jobset_cluster: Cluste
     # The TTL runs from the Completed condition's lastTransitionTime, which has whole seconds (as
     # in Kubernetes): with a TTL of 1 s the JobSet could be deleted a few ms after the condition
     # was written, and a CI run once never saw it. With 3 s it stays visible for 2 s at least.
-    cl.create_jobset(jobset("ordered", [{"name": "a", "run_seconds": 2, "start_delay": 6}, {"name": "b"}],
+    # The second job runs 3 s: StartupPolicyCompleted is written when a reconcile sees it started,
+    # and a job that finished within half a second on a loaded machine completed the JobSet first.
+    cl.create_jobset(jobset("ordered", [{"name": "a", "run_seconds": 2, "start_delay": 6},
+                                        {"name": "b", "run_seconds": 3}],
                             startupPolicy={"startupPolicyOrder": "InOrder"}, ttlSecondsAfterFinished=3))
     invalid = jobset("invalid", [{"name": "a"}, {"name": "b"}])
     invalid["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "b", "status": "Ready"}]
