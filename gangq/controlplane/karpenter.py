@@ -114,11 +114,11 @@ def node_class(name: str = "default") -> dict[str, Any]:
 
 def node_pool(name: str, *, labels: dict[str, str] | None = None, limits: dict[str, str] | None = None,
               consolidate_after: str = "Never", instance_type: str | None = None, node_class_name: str = "default",
-              taints: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+              taints: Sequence[dict[str, str]] = (), annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A NodePool of on-demand linux nodes of ``node_class_name`` (``instance_type`` only, if
     given), its nodes labelled ``labels`` and tainted ``taints``, within ``limits``; empty or
     underused nodes are consolidated ``consolidate_after`` (a duration, or ``Never``) after their
-    last pod change, all at once if need be (budget 100%)."""
+    last pod change, all at once if need be (budget 100%); ``annotations`` on the NodePool."""
     requirements: list[dict[str, Any]] = [
         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
@@ -134,7 +134,10 @@ def node_pool(name: str, *, labels: dict[str, str] | None = None, limits: dict[s
     }
     if limits:
         spec["limits"] = dict(limits)
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+    metadata: dict[str, Any] = {"name": name}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": metadata, "spec": spec}
 
 
 def kubectl_apply(kubectl: Path, kubeconfig: Path, documents: Sequence[dict[str, Any]]) -> None:

@@ -415,7 +415,19 @@ class Attempt:
             pod_sets.append(
                 PodSetAssignment(ps.name, ps.count, dict(choice.flavors), dict(ps.requests), planned, domain)
             )
-        admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage))
+        provisioning: dict[str, int] = {}
+        provisional = self.s.world.provisioning.virtual
+        if provisional:
+            for node_name in {node_name for _, node_name in placement}:
+                pool = provisional.get(node_name)
+                if pool is not None:
+                    provisioning[pool] = provisioning.get(pool, 0) + 1
+            if provisioning:
+                wl.message += "; Provisioning: its pods wait for " + ", ".join(
+                    f"{n} new node{'' if n == 1 else 's'} of NodePool {pool!r}"
+                    for pool, n in sorted(provisioning.items())
+                )
+        admission = Admission(wl.key, cq.name, tuple(pod_sets), a.borrowing, now, dict(a.usage), provisioning)
         wl.admission = admission
         ctx.decisions.append(admission)
         self.s.world.version += 1

@@ -70,7 +70,7 @@ class PodSetAssignment:
 class Admission:
     """Admit a whole gang: the ClusterQueue charged, the flavors assigned, the planned placement."""
 
-    __slots__ = ("borrowing", "cluster_queue", "pod_sets", "time", "usage", "workload")
+    __slots__ = ("borrowing", "cluster_queue", "pod_sets", "provisioning", "time", "usage", "workload")
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class Admission:
         borrowing: bool,
         time: float,
         usage: dict[tuple[str, str], int],
+        provisioning: dict[str, int] | None = None,
     ) -> None:
         self.workload = workload
         self.cluster_queue = cluster_queue
@@ -87,6 +88,9 @@ class Admission:
         self.borrowing = borrowing
         self.time = time
         self.usage = usage  # (flavor, resource) -> quantity charged to the ClusterQueue
+        # Autoscaler pool -> the nodes it must add for the gang's planned pods (empty: none; see
+        # gangq.core.provisioning). Its pods stay pending until those nodes appear.
+        self.provisioning: dict[str, int] = provisioning or {}
 
     def __repr__(self) -> str:
         return (

@@ -45,11 +45,13 @@ from gangq.core.model import (
     LocalQueueSpec,
     NodeSpec,
     PodInfo,
+    ProvisionerSpec,
     WorkloadSpec,
     flavor_resource,
 )
 from gangq.core.placement import Placement
 from gangq.core.preemption import Preemption
+from gangq.core.provisioning import PROVISIONAL_PREFIX, SyncResult
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.reasons import Reasons
 from gangq.core.reservations import Reservations
@@ -205,17 +207,59 @@ class Engine:
                 self.routing.route(wl)
 
     def upsert_node(self, spec: NodeSpec) -> None:
+        if spec.name.startswith(PROVISIONAL_PREFIX):
+            raise SpecError("Node", spec.name, "metadata.name", f"{PROVISIONAL_PREFIX!r} names the engine's own nodes")
         old = self.s.world.nodes.nodes.get(spec.name)
         changed = old is not None and not old.describes(spec)
-        self.s.world.nodes.upsert(spec)
+        node = self.s.world.nodes.upsert(spec)
+        provisioning = self.s.world.provisioning
+        out = SyncResult()
+        if provisioning.pools or spec.name in provisioning.node_pool:
+            provisioning.node_upserted(node, self.s.world.workloads.values(), out)
         if changed:
             self.capacity.nodes_changed()
+        self._provisional_nodes_changed(out)
         self.capacity.capacity_freed()
 
     def delete_node(self, name: str) -> None:
+        if name.startswith(PROVISIONAL_PREFIX):
+            return  # not a node of the cluster's
         if self.s.world.nodes.remove(name) is not None:
+            out = SyncResult()
+            self.s.world.provisioning.node_removed(name, self.s.world.workloads.values(), out)
             self.s.world.version += 1
             self.capacity.nodes_changed()
+            self._provisional_nodes_changed(out)
+
+    def upsert_provisioner(self, spec: ProvisionerSpec) -> None:
+        """A node autoscaler's pool (a Karpenter NodePool): the nodes it may still add count in the
+        node check as provisional nodes (see :mod:`gangq.core.provisioning`)."""
+        spec.validate()
+        out = SyncResult()
+        self.s.world.provisioning.upsert(spec, self.s.world.workloads.values(), out)
+        self._provisional_nodes_changed(out)
+
+    def delete_provisioner(self, name: str) -> None:
+        out = SyncResult()
+        self.s.world.provisioning.delete(name, out)
+        self._provisional_nodes_changed(out)
+
+    def _provisional_nodes_changed(self, out: SyncResult) -> None:
+        s = self.s
+        if out.removed:
+            s.world.version += 1
+            self.capacity.nodes_changed()
+        if out.added:
+            self.capacity.capacity_freed()
+        if out.described:
+            # What a pool may add is part of the reason of every gang that waits for nodes it
+            # could make: those are tried in full again (their node marks are keyed on the config
+            # version), so that the reason says what the pool may add now.
+            s.world.version += 1
+            s.world.config_version += 1
+            for cq in s.world.cluster_queues.values():
+                if cq.spec.admission_mode == "QuotaAndNodes":
+                    s.retry(RetryReason.NODE_POOL_CHANGED, cq)
 
     def update_pod(self, pod: PodInfo) -> None:
         """A pod is bound to a node (or changed phase). Pods of admitted gangs replace the gang's
@@ -521,6 +565,10 @@ class Engine:
         """Run timers (pods-ready timeouts, backoff), drains, then one scheduling cycle that admits
         as many whole gangs as fit. Returns the decisions, in the order they were taken."""
         decisions: list[Decision] = []
+        if self.s.world.provisioning.pools:
+            out = SyncResult()
+            self.s.world.provisioning.resync(self.s.world.workloads.values(), out)
+            self._provisional_nodes_changed(out)
         self.timers.run(now, decisions)
         self.timers.run_drains(now, decisions)
         # Another cycle at once after one that admitted and left queues to retry, or whose

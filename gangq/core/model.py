@@ -523,6 +523,50 @@ class NodeSpec:
         self.unschedulable = unschedulable
 
 
+class ProvisionerSpec:
+    """A node autoscaler's pool (a Karpenter NodePool) as the engine sees it: the nodes it may add.
+
+    Every node it adds carries ``labels`` and ``taints`` and offers ``node_allocatable``. It may add
+    nodes while the capacity of its nodes stays within ``limits`` (per resource; ``nodes`` counts
+    nodes); ``in_use`` is the capacity the autoscaler reports for the pool, nodes it is still
+    launching included. ``max_new_nodes`` bounds what a pool without a limit is counted for.
+    Its existing nodes are the nodes labelled ``node_label`` = ``name``.
+    """
+
+    __slots__ = ("in_use", "labels", "limits", "max_new_nodes", "name", "node_allocatable", "node_label", "taints")
+
+    def __init__(
+        self,
+        name: str,
+        node_allocatable: Mapping[str, int],
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[Taint] = (),
+        limits: Mapping[str, int] | None = None,
+        in_use: Mapping[str, int] | None = None,
+        max_new_nodes: int = 32,
+        node_label: str = "karpenter.sh/nodepool",
+    ) -> None:
+        self.name = name
+        self.node_allocatable: dict[str, int] = dict(node_allocatable)
+        self.labels: dict[str, str] = dict(labels or {})
+        self.labels[node_label] = name
+        self.taints = tuple(taints)
+        self.limits: dict[str, int] = dict(limits or {})
+        self.in_use: dict[str, int] = dict(in_use or {})
+        self.max_new_nodes = max_new_nodes
+        self.node_label = node_label
+
+    def validate(self) -> None:
+        kind = "NodePool"
+        if not any(v > 0 for v in self.node_allocatable.values()):
+            raise SpecError(kind, self.name, "node resources", "a node of the pool offers no resources")
+        for resource, amount in (*self.node_allocatable.items(), *self.limits.items()):
+            if amount < 0:
+                raise SpecError(kind, self.name, f"resources[{resource}]", "must not be negative")
+        if self.max_new_nodes < 0:
+            raise SpecError(kind, self.name, "max new nodes", "must not be negative")
+
+
 class PodInfo:
     """A pod bound to a node, as the shell observes it.
 

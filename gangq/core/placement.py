@@ -30,7 +30,7 @@ from gangq.core.model import (
 from gangq.core.nodes import NodePool
 from gangq.core.queue import ClusterQueueState, NodeMark, Workload
 from gangq.core.scratch import CycleScratch
-from gangq.core.selectors import Toleration
+from gangq.core.selectors import Toleration, affinity_matches, selector_matches, taints_tolerated
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
 from gangq.core.topology import place_pod_set
@@ -135,7 +135,7 @@ class Placement:
         pod_sets = self.pod_sets_of(a.choices)
         topology = self.topology_requests(a.choices) if wl.has_topology else None
         if topology:
-            return self.place_by_topology(wl, pod_sets, topology, ctx)
+            return self.place_by_topology(wl, pod_sets, topology, ctx, a.choices)
         placement = nodes.place(pod_sets, wl.min_member, ctx.unplaceable if ctx is not None else None)
         if placement.placed < wl.min_member:
             sizes = ", ".join(
@@ -145,7 +145,7 @@ class Placement:
             return (
                 (
                     f"only {placement.placed} of the {wl.min_member} pods needed together fit on nodes of the "
-                    f"assigned flavors ({sizes})"
+                    f"assigned flavors ({sizes}){self.provisioning_note(a.choices)}"
                 ),
                 {},
                 placement.placed,
@@ -172,6 +172,33 @@ class Placement:
         if clean and log is not None and placement.placed == sum(count for _, _, count, _ in pod_sets):
             wl.placement = (state, list(log), dict(placement.pods), placement.placed)
         return "", placement.pods, placement.placed
+
+    def provisioning_note(self, choices: tuple[PodSetChoice, ...]) -> str:
+        """For a failed node check: what each autoscaler pool whose nodes the gang's pods could use
+        may still add, and the limit that bounds it (``; NodePool 'gpu' may add no more nodes (its
+        limit of 32 nvidia.com/gpu (32 in use))``); empty without such pools."""
+        provisioning = self.s.world.provisioning
+        if not provisioning.pools:
+            return ""
+        notes: dict[str, None] = {}
+        for choice in choices:
+            ps = choice.pod_set
+            labels: dict[str, str] = {}
+            tolerations: list[Toleration] = list(ps.tolerations)
+            for flavor_name in dict.fromkeys(choice.flavors.values()):
+                flavor = self.s.world.flavors[flavor_name]
+                labels.update(flavor.node_labels)
+                tolerations.extend(flavor.tolerations)
+            for pool in provisioning.pools.values():
+                spec = pool.spec
+                if (
+                    selector_matches(labels, spec.labels)
+                    and selector_matches(ps.node_selector, spec.labels)
+                    and affinity_matches(ps.node_affinity, spec.labels)
+                    and taints_tolerated(spec.taints, tolerations)
+                ):
+                    notes[provisioning.describe(pool)] = None
+        return "".join(f"; {note}" for note in notes)
 
     def topology_requests(
         self, choices: tuple[PodSetChoice, ...]
@@ -210,6 +237,7 @@ class Placement:
         pod_sets: list[tuple[int, dict[str, int], int, tuple[NodePool, ...]]],
         topology: dict[int, tuple[list[str], TopologyRequest] | str],
         ctx: CycleScratch | None,
+        choices: tuple[PodSetChoice, ...] = (),
     ) -> tuple[str, dict[tuple[int, str], int], int]:
         """:meth:`place` for a gang with topology requests: each such pod set whole, in the domain
         :func:`~gangq.core.topology.place_pod_set` chooses; the other pod sets as usual, for the
@@ -230,7 +258,7 @@ class Placement:
             levels, request = wanted
             result = place_pod_set(nodes, pools, levels, request, requests, count, first_fit)
             if result.why:
-                return result.why, {}, placed
+                return result.why + self.provisioning_note(choices), {}, placed
             for node, n in result.pods.items():
                 pods[(index, node)] = n
             placed += result.placed
@@ -240,7 +268,7 @@ class Placement:
             placed += rest.placed
         if placed < wl.min_member:
             why = f"only {placed} of the {wl.min_member} pods needed together fit on nodes of the assigned flavors"
-            return why, {}, placed
+            return why + self.provisioning_note(choices), {}, placed
         return "", pods, placed
 
     def release_in_statement(self, victim: Workload) -> None:

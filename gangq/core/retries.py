@@ -70,6 +70,8 @@ class RetryReason(IntEnum):
     """A head began to starve, or a gang's preemption delay ended: it may preempt now."""
     PREEMPTORS_FIRST = 20
     """A cycle of preemptors whose victims stopped ran first: the other queues' turn is next."""
+    NODE_POOL_CHANGED = 21
+    """What an autoscaler pool may add changed (its limits, its use, its nodes)."""
 
 
 REASONS: tuple[RetryReason, ...] = tuple(RetryReason)

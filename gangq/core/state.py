@@ -34,6 +34,7 @@ from gangq.core.model import (
     PodInfo,
 )
 from gangq.core.nodes import NodeIndex
+from gangq.core.provisioning import Provisioning
 from gangq.core.queue import ClusterQueueState, Workload
 from gangq.core.quota import QuotaTree
 from gangq.core.retries import REASONS, RetryReason
@@ -49,6 +50,7 @@ class World:
         self.config = config
         self.quota = QuotaTree()
         self.nodes = NodeIndex()
+        self.provisioning = Provisioning(self.nodes)  # nodes autoscalers may add, as provisional nodes
         self.flavors: dict[str, FlavorSpec] = {}
         self.cluster_queues: dict[str, ClusterQueueState] = {}
         self.cohort_specs: dict[str, CohortSpec] = {}

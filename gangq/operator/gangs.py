@@ -704,7 +704,12 @@ class Gangs:
         entry.condition("Admitted", True, "Admitted", f"The workload is admitted by ClusterQueue {cq}", now)
         entry.condition("Evicted", False, "Admitted", "admitted", now, only_if_present=True)
         entry.condition("Preempted", False, "Admitted", "admitted", now, only_if_present=True)
-        entry.condition("PodsReady", False, "WaitForStart", "waiting for the gang's pods to run", now)
+        if d.provisioning:  # its pods wait for nodes an autoscaler adds (gangq.core.provisioning)
+            nodes = provisioning_text(d.provisioning)
+            entry.message += f"; Provisioning: its pods wait for {nodes}"
+            entry.condition("PodsReady", False, "Provisioning", f"waiting for {nodes} to run the gang's pods", now)
+        else:
+            entry.condition("PodsReady", False, "WaitForStart", "waiting for the gang's pods to run", now)
         self.statuses.mark(entry, now, urgent=True)
 
     def _evict(self, entry: Entry, d: Eviction, now: float) -> None:
@@ -742,3 +747,9 @@ def recorded_flavors(recorded: Mapping[str, Any], spec: WorkloadSpec) -> list[di
     by_name = {a.get("name"): a.get("flavors") or {} for a in recorded.get("podSetAssignments") or []
                if isinstance(a, dict)}
     return [dict(by_name.get(ps.name) or {}) for ps in spec.pod_sets]
+
+
+def provisioning_text(provisioning: dict[str, int]) -> str:
+    """``4 new nodes of NodePool 'gpu'`` for an admission's ``provisioning``."""
+    return ", ".join(f"{n} new node{'' if n == 1 else 's'} of NodePool {pool!r}"
+                     for pool, n in sorted(provisioning.items()))

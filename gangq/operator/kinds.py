@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangq.api import queues
+from gangq.api import nodepools, queues
 from gangq.api.meta import Meta, object_key, resource_version
 from gangq.core import PodInfo
 from gangq.core.errors import SpecError
@@ -56,6 +56,7 @@ class Kinds:
         self.topology_errors: dict[str, str] = {}  # Topology name -> why it is invalid
         self.flavor_specs: dict[str, Any] = {}  # ResourceFlavor name -> its spec (re-applied when its Topology changes)
         self.admission_checks: dict[str, queues.AdmissionCheck] = {}
+        self.pool_problems: dict[str, str] = {}  # NodePool -> why gangq counts none of its nodes
         self.cq_checks: dict[str, list[queues.CheckRef]] = {}  # ClusterQueue -> the admission checks it names
         self.cq_specs: dict[str, ClusterQueueSpec] = {}  # ClusterQueue -> its spec as parsed (re-applied on a check)
         statuses.admission_checks = self.admission_checks  # reported on their status
@@ -70,6 +71,7 @@ class Kinds:
             "priorityclasses": self.priority_class,
             "namespaces": self.namespace,
             "nodes": self.node,
+            "nodepools": self.node_pool,
             "pods": self.pod,
             **{plural: gangs.queued_kind_event(kind) for plural, kind in BY_PLURAL.items()},
             **{plural: self.reference_event(plural) for plural in REFERENCED_BY},
@@ -360,6 +362,35 @@ class Kinds:
             self.engine.delete_node(key)
         else:
             self.engine.upsert_node(node_spec(obj))
+
+    def node_pool(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
+        """A Karpenter NodePool: the nodes it may still add count in the node check
+        (:mod:`gangq.core.provisioning`). One without ``gangq.io/node-resources``, or with bad
+        input, counts for nothing, and the log says why once per change."""
+        problem = ""
+        spec = None
+        if event_type != "DELETED":
+            try:
+                spec = nodepools.node_pool(obj)
+            except SpecError as err:
+                problem = str(err)
+            else:
+                if spec is None:
+                    problem = (f"NodePool {key} has no annotation {nodepools.NODE_RESOURCES} (what one of its nodes "
+                               f"offers, e.g. nvidia.com/gpu=8,cpu=64,memory=512Gi)")
+            if spec is not None:
+                try:
+                    self.engine.upsert_provisioner(spec)
+                except SpecError as err:
+                    problem, spec = str(err), None
+        if spec is None:
+            self.engine.delete_provisioner(key)
+        if problem and self.pool_problems.get(key) != problem:
+            log.warning("%s: gangq counts none of the nodes it may add", problem)
+        if problem:
+            self.pool_problems[key] = problem
+        else:
+            self.pool_problems.pop(key, None)
 
     def pod(self, event_type: str, obj: dict[str, Any], key: str, now: float) -> None:
         """Every bound pod uses node capacity; a gang's pods replace its planned placement and

@@ -4,7 +4,7 @@ installed next to a running gangq) are watched from the moment the API server se
 kopf re-reads the API server's discovery on every CRD event. kube-apiserver publishes a new CRD's
 group in discovery only once the CRD is Established, and asynchronously: kopf may read discovery
 on the CRD's last event before the group is in it, and then never watches the kind — its objects
-would run unqueued, outside every quota. So while an optional kind (:data:`gangq.integrations.registry.OPTIONAL`)
+would run unqueued, outside every quota. So while an optional kind (:data:`gangq.operator.translate.OPTIONAL_KINDS`)
 is not served, :class:`LateKinds` asks the API server every :data:`POLL_SECONDS` whether it is
 now, and once it is, has kopf read discovery again for its group.
 
@@ -26,9 +26,8 @@ from typing import Any, Final
 
 import kopf
 
-from gangq.integrations.registry import OPTIONAL
 from gangq.operator.kube import ApiError, KubeClient
-from gangq.operator.translate import WATCHED
+from gangq.operator.translate import OPTIONAL_KINDS, WATCHED
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class LateKinds:
         served between kopf's first discovery and its CRD watch) has kopf read its group again."""
         if vault_var is not None and self.vault is not None:
             vault_var.set(self.vault)  # this task's own context: kopf's requests read it
-        waiting = {(g, v, p) for g, v, p in WATCHED if p in OPTIONAL}
+        waiting = {(g, v, p) for g, v, p in WATCHED if p in OPTIONAL_KINDS}
         first = True
         while waiting and not stop.is_set():
             if not first:

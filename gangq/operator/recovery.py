@@ -26,7 +26,7 @@ from gangq.api.meta import Meta, object_key, resource_version
 from gangq.core import compiled
 from gangq.core.decisions import Admission, Decision
 from gangq.integrations.interface import WorkloadKind
-from gangq.integrations.registry import BY_PLURAL, OPTIONAL, REFERENCE_RESOURCES, pod_gang, queued
+from gangq.integrations.registry import BY_PLURAL, REFERENCE_RESOURCES, pod_gang, queued
 from gangq.operator.gangs import DEACTIVATED_BY_ADMIN, Gangs
 from gangq.operator.kinds import Kinds
 from gangq.operator.kube import ApiError, resource_path
@@ -36,6 +36,7 @@ from gangq.operator.translate import (
     ADMISSION_ANNOTATION,
     CONFIG_KINDS,
     GROUP,
+    OPTIONAL_KINDS,
     VERSION,
     WATCHED,
     recorded_admission,
@@ -179,7 +180,7 @@ RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0)  # then every 10 s; each request retries on
 
 async def list_until_listed(state: ControllerState, group: str, version: str, plural: str) -> list[dict[str, Any]]:
     """Every object of ``plural``, retrying the list (with backoff) until the API server answers it.
-    An :data:`OPTIONAL` kind whose CRD does not exist has none (a 404 alone does not say so: an API
+    An optional kind (:data:`OPTIONAL_KINDS`) whose CRD does not exist has none (a 404 alone does not say so: an API
     server that has just started serves a CRD's objects only once it has read the CRD)."""
     failures = 0
     while True:
@@ -187,7 +188,7 @@ async def list_until_listed(state: ControllerState, group: str, version: str, pl
             result = await state.client.list(resource_path(group, version, plural))
             return list(result.get("items") or [])
         except ApiError as err:
-            if err.status == 404 and plural in OPTIONAL:
+            if err.status == 404 and plural in OPTIONAL_KINDS:
                 try:
                     if not await crd_exists(state, group, plural):
                         log.info("recovery: %s are not served (no CRD %s.%s): none to queue", plural, plural, group)

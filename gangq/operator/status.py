@@ -97,7 +97,9 @@ class Statuses:
             if pos is not None:
                 position, pending = pos
         if state is EntryState.ADMITTED:
-            reason, message = "Admitted", entry.message
+            provisioning = entry.admission is not None and entry.admission.provisioning
+            ready = entry.conditions.get("PodsReady", {}).get("status") == "True"
+            reason, message = ("Provisioning" if provisioning and not ready else "Admitted"), entry.message
         elif state is EntryState.FINISHED:
             cond = entry.conditions.get("Finished", {})
             reason, message = str(cond.get("reason", "Finished")), str(cond.get("message", ""))

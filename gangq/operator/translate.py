@@ -12,13 +12,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gangq.api import nodepools
 from gangq.api.meta import Meta, condition_true, conditions, rfc3339
 from gangq.api.pods import pod_requests as _pod_spec_requests
 from gangq.api.quantity import QuantityError, parse_quantity
 from gangq.core import NodeSpec, Taint
 from gangq.core.decisions import Admission, PodSetAssignment
 from gangq.core.units import format_amount
-from gangq.integrations.registry import KINDS, REFERENCE_RESOURCES
+from gangq.integrations.registry import KINDS, OPTIONAL, REFERENCE_RESOURCES
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ GPU: Final = "nvidia.com/gpu"
 
 CONFIG_KINDS: Final = (
     "topologies", "resourceflavors", "cohorts", "admissionchecks", "clusterqueues", "localqueues",
-    "workloadpriorityclasses", "priorityclasses", "namespaces", "nodes",
+    "workloadpriorityclasses", "priorityclasses", "namespaces", "nodes", "nodepools",
 )
 """The configuration kinds: they reach the engine only when the part it reads changed (see
 :func:`relevant`), and a restart applies them first, in this order (a ResourceFlavor names a
@@ -58,6 +59,7 @@ WATCHED: Final = (
     ("scheduling.k8s.io", "v1", "priorityclasses"),
     ("", "v1", "namespaces"),
     ("", "v1", "nodes"),
+    (nodepools.GROUP, nodepools.VERSION, nodepools.PLURAL),
     ("", "v1", "pods"),
     *((r.group, r.version, r.plural) for r in REFERENCE_RESOURCES),
     *((k.group, k.version, k.plural) for k in KINDS),
@@ -66,6 +68,9 @@ WATCHED: Final = (
 the configuration, the pods, the objects queued kinds build their gangs from
 (:data:`gangq.integrations.registry.REFERENCE_RESOURCES`: a TrainJob's runtimes, before the
 TrainJobs), then every registered kind (:data:`gangq.integrations.registry.KINDS`)."""
+OPTIONAL_KINDS: Final = frozenset({*OPTIONAL, nodepools.PLURAL})
+"""Plurals of watched kinds whose CRDs may not be served: the optional queued kinds and what they
+are built from (:data:`gangq.integrations.registry.OPTIONAL`), and Karpenter's NodePools."""
 NAMESPACED: Final = frozenset({"localqueues", "pods", "workloads", *(k.plural for k in KINDS)})
 """The namespaced kinds the controller reads: when the configuration names ``namespaces``, an event
 of one of them in another namespace is dropped (the restart's lists are cluster-wide)."""
@@ -119,6 +124,8 @@ def relevant(plural: str, obj: Mapping[str, Any]) -> Any:
     if plural == "clusterqueues":
         finalized = CQ_FINALIZER in meta.finalizers
         return (obj.get("spec"), meta.deleting, finalized)
+    if plural == "nodepools":
+        return nodepools.relevant(obj)
     if plural == "nodes":
         status = obj.get("status") or {}
         ready = [c.get("status") for c in conditions(obj) if c.get("type") == "Ready"]

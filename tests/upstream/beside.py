@@ -39,17 +39,21 @@ def operator_binary(name: str, binary: str) -> Path:
         raise
 
 
-def create_queues(store: Any, namespace: str, flavor: str, pool: str) -> None:
-    """ResourceFlavor ``flavor`` (nodes labelled ``pool=<pool>``), ClusterQueue ``cq`` of 16 cpu and
-    64Gi on it, and LocalQueue ``user-queue`` in ``namespace``."""
+DEFAULT_QUOTA = {"cpu": "16", "memory": "64Gi"}
+
+
+def create_queues(store: Any, namespace: str, flavor: str, pool: str,
+                  quota: dict[str, str] | None = None) -> None:
+    """ResourceFlavor ``flavor`` (nodes labelled ``pool=<pool>``), ClusterQueue ``cq`` of ``quota``
+    (16 cpu and 64Gi unless given) on it, and LocalQueue ``user-queue`` in ``namespace``."""
+    quota = quota or DEFAULT_QUOTA
     store.create("gangq.io", "resourceflavors", {
         "apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": flavor},
         "spec": {"nodeLabels": {"pool": pool}}})
     store.create("gangq.io", "clusterqueues", {
         "apiVersion": "gangq.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-            {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "16"},
-                                           {"name": "memory", "nominalQuota": "64Gi"}]}]}]}})
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": list(quota), "flavors": [
+            {"name": flavor, "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()]}]}]}})
     store.create("gangq.io", "localqueues", {"apiVersion": "gangq.io/v1alpha1", "kind": "LocalQueue",
                                              "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": "cq"}},
                  namespace=namespace)
@@ -58,18 +62,18 @@ def create_queues(store: Any, namespace: str, flavor: str, pool: str) -> None:
 @contextlib.contextmanager
 def gangq_beside(real_cluster: RealCluster, tmp_path: Path, *, namespace: str, nodes: str, pool: str,
                  crds: Sequence[dict[str, Any]], operators: Sequence[contextlib.AbstractContextManager[Any]],
-                 cleanup: Callable[[Any], None]) -> Iterator[RealCluster]:
+                 cleanup: Callable[[Any], None], quota: dict[str, str] | None = None) -> Iterator[RealCluster]:
     """The session's control plane with ``nodes``, ``crds`` served, ``namespace`` and its queues
-    (flavor ``<pool>-nodes``), the ``operators`` started and gangq's controller holding its lease;
-    on exit ``cleanup(store)`` deletes what the test left while the operators still run, and the
-    nodes are put back."""
+    (flavor ``<pool>-nodes``, ``quota`` as :func:`create_queues` takes it), the ``operators``
+    started and gangq's controller holding its lease; on exit ``cleanup(store)`` deletes what the
+    test left while the operators still run, and the nodes are put back."""
     real_cluster.reset(nodes)
     cp = real_cluster.cp
     install_crds(cp, crds)
     store = real_cluster.store
     store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(lambda: get(cp, f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 30, "the default SA")
-    create_queues(store, namespace, f"{pool}-nodes", pool)
+    create_queues(store, namespace, f"{pool}-nodes", pool, quota)
     lease = f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NAMESPACE}/leases/gangq-controller"
     with contextlib.ExitStack() as stack:
         for operator in operators:

@@ -47,6 +47,8 @@ def crd_documents(directory: Path) -> list[dict[str, Any]]:
 def install_crds(cp: ControlPlane, documents: Sequence[dict[str, Any]], timeout: float = 60.0) -> None:
     """Apply ``documents`` (server-side: an upstream CRD can be too large for client-side apply's
     annotation) and wait until the API server serves each."""
+    if not documents:
+        return
     cp.apply(list(documents))
     for crd in documents:
         name = crd["metadata"]["name"]
