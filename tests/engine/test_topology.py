@@ -184,3 +184,35 @@ def test_exclusive_slices_each_get_a_domain_of_their_own() -> None:
     assert racks == ["b0-r0", "b0-r1"], racks
     e.submit(WorkloadSpec("ns/more", "ns", "q", [PodSetSpec("w", 2, {"cpu": 1000, GPU: 8}, topology=request)]), 1.0)
     assert admission(e.schedule(2.0), "more") is None  # one free host left, in one rack
+
+
+def test_preemption_picks_victims_that_free_room_in_one_domain() -> None:
+    """A high-priority gang that requires one rack preempts the two low-priority gangs of the rack
+    it can have, not the newest one, whose rack a pod outside any queue keeps too full."""
+    from gangq.core import Eviction, PreemptionSpec
+
+    e = engine()
+    fleet(e, blocks=1, racks=2, hosts=2)
+    add_queue(e, "q", [quota("gpu", 1000, 1000)], preemption=PreemptionSpec(within_cluster_queue="LowerPriority"))
+    occupy(e, "b0-r0-h0")
+    occupy(e, "b0-r0-h1")
+    placed: dict[str, list[str]] = {}
+    for n in range(3):
+        if n == 2:
+            e.delete_pod("other/b0-r0-h0")
+        spec = WorkloadSpec(f"ns/low{n}", "ns", "q", [PodSetSpec("w", 1, {"cpu": 1000, GPU: 8})],
+                            creation_time=float(n), priority=0)
+        e.submit(spec, float(n))
+        adm = admission(e.schedule(n + 0.5), f"low{n}")
+        assert adm is not None
+        placed[f"low{n}"] = nodes_of(adm)
+    assert placed == {"low0": ["b0-r1-h0"], "low1": ["b0-r1-h1"], "low2": ["b0-r0-h0"]}
+    high = topo_gang("high", 2, "Required", RACK, t=10.0)
+    high.priority = 100
+    e.submit(high, 10.0)
+    evicted = sorted(d.workload for d in e.schedule(11.0) if isinstance(d, Eviction))
+    assert evicted == ["ns/low0", "ns/low1"], evicted
+    for n in range(2):
+        e.eviction_done(f"ns/low{n}", 12.0)
+    adm = admission(e.schedule(12.5), "high")
+    assert adm is not None and nodes_of(adm) == ["b0-r1-h0", "b0-r1-h1"]
