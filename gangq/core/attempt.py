@@ -26,7 +26,7 @@ from gangq.core.retries import RetryReason
 from gangq.core.scratch import CycleScratch
 from gangq.core.state import EngineState
 from gangq.core.statement import Statement
-from gangq.core.topology import shared_domain
+from gangq.core.topology import pod_domains, shared_domain
 
 
 class Outcome(IntEnum):
@@ -405,15 +405,18 @@ class Attempt:
             ps = choice.pod_set
             planned = by_ps.get(choice.index, {})
             domain: dict[str, str] = {}
+            domains: list[tuple[dict[str, str], int]] = []
             if ps.topology is not None and planned:
                 flavor = self.s.world.flavors.get(next(iter(choice.flavors.values()), ""))
                 if flavor is not None and flavor.topology is not None:
                     nodes = self.s.world.nodes.nodes
-                    domain = shared_domain(
-                        flavor.topology.levels, ps.topology, [nodes[n] for n in planned if n in nodes]
+                    levels = flavor.topology.levels
+                    domain = shared_domain(levels, ps.topology, [nodes[n] for n in planned if n in nodes])
+                    domains = pod_domains(
+                        levels, ps.topology, [(nodes[n], c) for n, c in planned.items() if n in nodes], domain
                     )
             pod_sets.append(
-                PodSetAssignment(ps.name, ps.count, dict(choice.flavors), dict(ps.requests), planned, domain)
+                PodSetAssignment(ps.name, ps.count, dict(choice.flavors), dict(ps.requests), planned, domain, domains)
             )
         provisioning: dict[str, int] = {}
         provisional = self.s.world.provisioning.virtual

@@ -43,7 +43,7 @@ class PodSetAssignment:
     level from the top down to the deepest they share; empty otherwise), which its pods are given
     as a nodeSelector so that they land where the engine counted them."""
 
-    __slots__ = ("count", "flavors", "name", "placement", "requests", "topology")
+    __slots__ = ("count", "domains", "flavors", "name", "placement", "requests", "topology")
 
     def __init__(
         self,
@@ -53,6 +53,7 @@ class PodSetAssignment:
         requests: dict[str, int],
         placement: dict[str, int],
         topology: dict[str, str] | None = None,
+        domains: list[tuple[dict[str, str], int]] | None = None,
     ) -> None:
         self.name = name
         self.count = count
@@ -60,6 +61,10 @@ class PodSetAssignment:
         self.requests = requests
         self.placement = placement
         self.topology: dict[str, str] = topology or {}
+        # When the shared domain does not say enough (pods over several domains of the requested
+        # level, or slices): each domain of that level with its pods, which the shell assigns
+        # pod by pod (see gangq.core.topology.pod_domains).
+        self.domains: list[tuple[dict[str, str], int]] = domains or []
 
     def __repr__(self) -> str:
         return (

@@ -201,6 +201,31 @@ def shared_domain(levels: Sequence[str], request: TopologyRequest, planned: Sequ
     return out
 
 
+def pod_domains(
+    levels: Sequence[str], request: TopologyRequest, planned: Sequence[tuple[NodeState, int]], shared: Mapping[str, str]
+) -> list[tuple[dict[str, str], int]]:
+    """Where each of a pod set's pods must go when its one shared domain (``shared``) does not say
+    enough: the domains of the deepest level its request names (the slice level, or the level),
+    with the planned pods in each, in label order. Empty when the shared domain is that deep
+    already, or a planned node has no label of those levels (its pods are then held to the shared
+    domain only)."""
+    depth = max(_depth(levels, request.level), _depth(levels, request.slice_level))
+    if depth < 0 or depth + 1 <= len(shared):
+        return []
+    wanted = levels[: depth + 1]
+    counts: dict[tuple[str, ...], int] = {}
+    for node, count in planned:
+        key: list[str] = []
+        for label in wanted:
+            value = node.labels.get(label)
+            if value is None:
+                return []
+            key.append(value)
+        k = tuple(key)
+        counts[k] = counts.get(k, 0) + count
+    return [(dict(zip(wanted, k, strict=True)), counts[k]) for k in sorted(counts)]
+
+
 def _depth(levels: Sequence[str], label: str | None) -> int:
     if label is None:
         return -1

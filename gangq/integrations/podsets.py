@@ -20,7 +20,10 @@ it makes); everything else is decided here, once:
 - **admission**: the assigned flavors' nodeLabels merged into each admitted template's
   nodeSelector and their tolerations appended; the template's nodeSelector and tolerations as
   they were kept per pod set in annotation ``gangq.io/original-pod-scheduling``, so an eviction
-  puts them back exactly and a re-admission never piles flavors up.
+  puts them back exactly and a re-admission never piles flavors up. A pod set whose pods the
+  engine placed over several topology domains (``PodSetAssignment.domains``) also gets the
+  scheduling gate ``gangq.io/topology``: the controller gives each pod its domain's labels and
+  lifts the gate (:mod:`gangq.operator.topologypods`), as Kueue's topology ungater does.
 
 Every malformed input raises :class:`~gangq.core.errors.SpecError` naming the kind, the object
 and the field as the user wrote it.
@@ -65,6 +68,8 @@ from gangq.core.selectors import Toleration
 from gangq.jobset.constants import EXCLUSIVE_KEY
 
 _MISSING: Final = object()
+TOPOLOGY_GATE: Final = "gangq.io/topology"
+"""The scheduling gate of pods that wait for their topology domain (see the module docstring)."""
 
 JsonPath = tuple[str | int, ...]
 Patch = list[dict[str, Any]]
@@ -380,7 +385,8 @@ def recorded_originals(kind: str, obj: Mapping[str, Any]) -> dict[str, dict[str,
                         f"is not JSON ({err}); it is written by gangq, do not edit it") from err
     ok = isinstance(data, dict) and all(
         isinstance(v, dict) and isinstance(v.get("nodeSelector"), dict | type(None))
-        and isinstance(v.get("tolerations"), list | type(None)) for v in data.values())
+        and isinstance(v.get("tolerations"), list | type(None))
+        and isinstance(v.get("schedulingGates"), list | type(None)) for v in data.values())
     if not ok:
         raise SpecError(kind, object_name(obj), field,
                         "must map pod set names to {nodeSelector, tolerations}; written by gangq")
@@ -476,6 +482,16 @@ def admission_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet],
         _field_ops(obj, ps, "nodeSelector", selector if selector or before.get("nodeSelector") is not None else None,
                    changes)
         _field_ops(obj, ps, "tolerations", tols if tols or before.get("tolerations") is not None else None, changes)
+        if assigned.domains or "schedulingGates" in before:
+            if "schedulingGates" not in before:
+                before["schedulingGates"] = copy.deepcopy(spec.get("schedulingGates"))
+            gates = [g for g in before["schedulingGates"] or [] if g.get("name") != TOPOLOGY_GATE]
+            if assigned.domains:
+                gates.append({"name": TOPOLOGY_GATE})
+            _field_ops(obj, ps, "schedulingGates",
+                       gates if gates or before["schedulingGates"] is not None else None, changes)
+            if not assigned.domains:
+                del before["schedulingGates"]
         if changes and ps.guard is not None:
             template_ops.append({"op": "test", "path": ps.guard[0], "value": ps.guard[1]})
         template_ops += changes
@@ -502,6 +518,8 @@ def restore_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -
         changes: Patch = []
         _field_ops(obj, ps, "nodeSelector", before.get("nodeSelector"), changes)
         _field_ops(obj, ps, "tolerations", before.get("tolerations"), changes)
+        if "schedulingGates" in before:
+            _field_ops(obj, ps, "schedulingGates", before["schedulingGates"], changes)
         if changes and ps.guard is not None:
             ops.append({"op": "test", "path": ps.guard[0], "value": ps.guard[1]})
         ops += changes
@@ -509,7 +527,7 @@ def restore_ops(kind: str, obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -
 
 
 __all__ = [
-    "JsonPath", "Patch", "PodSet", "Resource", "admission_ops", "admitted_scheduling", "get", "object_name",
-    "pod_set_topology", "pod_spec", "pointer", "recorded_originals", "restore_ops", "signature", "to_workload",
-    "topology_request",
+    "TOPOLOGY_GATE", "JsonPath", "Patch", "PodSet", "Resource", "admission_ops", "admitted_scheduling", "get",
+    "object_name", "pod_set_topology", "pod_spec", "pointer", "recorded_originals", "restore_ops", "signature",
+    "to_workload", "topology_request",
 ]

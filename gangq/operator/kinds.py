@@ -28,6 +28,7 @@ from gangq.operator.gangs import Gangs
 from gangq.operator.podgroups import PodGroupFeed
 from gangq.operator.state import ControllerState
 from gangq.operator.status import Statuses
+from gangq.operator.topologypods import TopologyPods
 from gangq.operator.translate import CONFIG_KINDS, CQ_FINALIZER, NAMESPACED, node_spec, pod_requests, relevant
 from gangq.operator.writer import ADMISSION_FAILED, WRITTEN
 
@@ -51,6 +52,7 @@ class Kinds:
         self._bound_pods: set[str] = set()  # pods on a node that the engine holds
         self.deleting_queues: dict[str, dict[str, Any]] = {}  # ClusterQueues deleting, with our finalizer on
         self.pod_groups = PodGroupFeed(gangs)
+        self.topology_pods = TopologyPods(state, gangs.writer)
         gangs.objects_written = self.pod_groups.written
         self.topologies: dict[str, TopologySpec] = {}  # the valid Topologies
         self.topology_errors: dict[str, str] = {}  # Topology name -> why it is invalid
@@ -402,6 +404,7 @@ class Kinds:
         gone = event_type == "DELETED" or phase in ("Succeeded", "Failed")
         if gang is not None:
             self.gangs.pod_seen(gang, key, gone=gone)
+            self.topology_pods.pod_event(gang, pod_set, key, obj, gone)
         if gone or not node:
             if key in self._bound_pods:
                 self._bound_pods.discard(key)

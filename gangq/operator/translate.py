@@ -181,15 +181,21 @@ def admission_json(d: Admission) -> dict[str, Any]:
 
 
 def _pod_set_assignment_json(ps: PodSetAssignment) -> dict[str, Any]:
-    """One pod set's assignment; a topology placement as Kueue's ``topologyAssignment`` (the
-    levels of the one domain that holds every pod, and its values)."""
+    """One pod set's assignment; a topology placement as Kueue's ``topologyAssignment``: the
+    levels and values of each domain its pods were placed in (per pod, ``PodSetAssignment.domains``),
+    or of the one domain that holds every pod."""
     out: dict[str, Any] = {
         "name": ps.name,
         "count": ps.count,
         "flavors": dict(ps.flavors),
         "resourceUsage": {r: quantity_text(r, v * ps.count) for r, v in ps.requests.items()},
     }
-    if ps.topology:
+    if ps.domains:
+        out["topologyAssignment"] = {
+            "levels": list(ps.domains[0][0]),
+            "domains": [{"values": list(labels.values()), "count": count} for labels, count in ps.domains],
+        }
+    elif ps.topology:
         out["topologyAssignment"] = {
             "levels": list(ps.topology),
             "domains": [{"values": list(ps.topology.values()), "count": ps.count}],

@@ -216,3 +216,27 @@ def test_preemption_picks_victims_that_free_room_in_one_domain() -> None:
         e.eviction_done(f"ns/low{n}", 12.0)
     adm = admission(e.schedule(12.5), "high")
     assert adm is not None and nodes_of(adm) == ["b0-r1-h0", "b0-r1-h1"]
+
+
+def test_pods_over_several_domains_get_one_domain_each_in_the_admission() -> None:
+    """The shared domain says too little when slices or a preferred placement span several
+    domains of the requested level: the admission lists each domain with its pods (the shell
+    assigns them pod by pod); a pod set in one domain of its level lists none."""
+    e = setup()
+    e.submit(topo_gang("sliced", 4, "Required", BLOCK, slice_level=RACK, slice_size=2), 0.0)
+    e.submit(topo_gang("pair", 2, "Required", RACK, t=1.0), 1.0)
+    decisions = e.schedule(2.0)
+    sliced, pair = admission(decisions, "sliced"), admission(decisions, "pair")
+    assert sliced is not None and pair is not None
+    (ps,) = sliced.pod_sets
+    assert set(ps.topology) == {BLOCK}
+    block = ps.topology[BLOCK]
+    assert ps.domains == [({BLOCK: block, RACK: f"{block}-r0"}, 2), ({BLOCK: block, RACK: f"{block}-r1"}, 2)]
+    assert pair.pod_sets[0].domains == [] and set(pair.pod_sets[0].topology) == {BLOCK, RACK}
+
+    spread = setup(blocks=1, racks=2, hosts=2)
+    spread.submit(topo_gang("three", 3, "Preferred", RACK), 0.0)
+    adm = admission(spread.schedule(1.0), "three")
+    assert adm is not None
+    assert sorted(n for _, n in adm.pod_sets[0].domains) == [1, 2]
+    assert all(set(labels) == {BLOCK, RACK} for labels, _ in adm.pod_sets[0].domains)

@@ -83,3 +83,28 @@ def test_a_job_finishes_from_its_conditions_and_a_child_job_is_not_a_gang() -> N
     child = job()
     child["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "js", "controller": True, "uid": "u"}]
     assert owned_by_another_controller(child) and not owned_by_another_controller(job())
+
+
+def test_a_pod_set_placed_over_several_domains_is_gated_and_an_eviction_takes_the_gate_away() -> None:
+    """Per-pod topology assignment (gangq.operator.topologypods): the admitted template carries the
+    gate ``gangq.io/topology`` beside its own gates; putting the template back removes it, and a
+    re-admission in one domain adds none."""
+    from gangq.integrations import podsets
+
+    flavors = {"a100": FlavorSpec("a100", {"gpu": "a100"}, [])}
+    domains = [({"rack": "r0"}, 1), ({"rack": "r1"}, 1)]
+    assignment = PodSetAssignment("main", 2, {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": 4}, {}, {}, domains)
+    admission = Admission("team/job:train", "cq", (assignment,), False, 0.0, {})
+    own_gate = {"name": "example.com/wait"}
+    original = job()
+    original["spec"]["template"]["spec"]["schedulingGates"] = [own_gate]
+    admitted = jsonpatch.apply_patch(original, JOB.admission_ops(original, admission, flavors))
+    gates = admitted["spec"]["template"]["spec"]["schedulingGates"]
+    assert gates == [own_gate, {"name": podsets.TOPOLOGY_GATE}]
+    restored = jsonpatch.apply_patch(admitted, podsets.restore_ops("Job", admitted, JOB.pod_sets(admitted)))
+    assert restored["spec"]["template"]["spec"]["schedulingGates"] == [own_gate]
+    assert "nodeSelector" not in restored["spec"]["template"]["spec"]
+    plain = PodSetAssignment("main", 2, {"nvidia.com/gpu": "a100"}, {"nvidia.com/gpu": 4}, {})
+    again = jsonpatch.apply_patch(admitted, JOB.admission_ops(
+        admitted, Admission("team/job:train", "cq", (plain,), False, 1.0, {}), flavors))
+    assert again["spec"]["template"]["spec"]["schedulingGates"] == [own_gate]

@@ -98,3 +98,51 @@ def test_required_rack_and_block_placements(cluster_factory: Callable[..., Clust
             assert len({node.split("-")[0] for node in _nodes_of(sb, "rack2")}) == 1
     finally:
         op.stop()
+
+
+def test_slices_give_each_pod_its_rack(cluster_factory: Callable[..., Cluster]) -> None:
+    """A pod set in one block, in slices of 2 pods per rack, spans two racks: the shared domain (the
+    block) says too little, so its pods are created gated (``gangq.io/topology``), and gangq gives
+    each pod one of the admission's racks — no rack more pods than the engine planned there —
+    before the scheduler binds it."""
+    sb = cluster_factory(nodes=NODES)
+    install(sb)
+    levels = [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]
+    apply(sb, [{"apiVersion": "gangq.io/v1alpha1", "kind": "Topology", "metadata": {"name": "t47-slices"},
+                "spec": {"levels": levels}},
+               {"apiVersion": "gangq.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "t47-slices"},
+                "spec": {"nodeLabels": {"pool": "tas"}, "topologyName": "t47-slices"}},
+               cluster_queue("slices", {"cpu": 128, "memory": "512Gi", GPU: 64}, flavor="t47-slices"),
+               local_queue("lq", "slices")])
+    js = _topology_jobset("sliced", 4, BLOCK)
+    annotations = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"]
+    annotations["kueue.x-k8s.io/podset-slice-required-topology"] = RACK
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "2"
+    op = start_operator(sb)
+    try:
+        with FakeJobSetRunner(sb):
+            apply(sb, [js])
+            wait_for(lambda: admitted(sb, "sliced"), 20, "the sliced gang to be admitted")
+            status = wait_for(lambda: (s := workload_status(sb, "sliced")).get("admission") and s, 20,
+                              "the sliced gang's admission on its Workload")
+            (assignment,) = status["admission"]["podSetAssignments"]
+            topo = assignment["topologyAssignment"]
+            assert topo["levels"] == [BLOCK, RACK], topo
+            assert sorted(d["count"] for d in topo["domains"]) == [2, 2], topo
+            planned = {d["values"][1]: d["count"] for d in topo["domains"]}
+
+            def bound() -> list[dict[str, Any]]:
+                pods = sb.call(sb.store.list, "", "pods", "default",
+                               label_selector="jobset.sigs.k8s.io/jobset-name=sliced")["items"]
+                return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else []
+
+            pods = wait_for(bound, 30, "the sliced gang's pods bound")
+            per_rack: dict[str, int] = {}
+            for pod in pods:
+                assert not [g for g in pod["spec"].get("schedulingGates") or [] if g["name"] == "gangq.io/topology"]
+                rack = pod["spec"]["nodeSelector"][RACK]
+                assert pod["spec"]["nodeName"].startswith(rack), (rack, pod["spec"]["nodeName"])
+                per_rack[rack] = per_rack.get(rack, 0) + 1
+            assert per_rack == planned, (per_rack, planned)
+    finally:
+        op.stop()
