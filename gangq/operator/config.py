@@ -30,6 +30,14 @@ class StarvationConfig(_Model):
     timeout_seconds: float = Field(default=1800.0, alias="timeoutSeconds", ge=0)
 
 
+class TopologyConfig(_Model):
+    """Topology-aware placement (docs/engine.md, Topology): which of the domains that can hold a
+    pod set it goes to (``BestFit``: the one with the least room left, so whole domains stay free
+    for big gangs; ``FirstFit``: the first by label values)."""
+
+    fit: Literal["BestFit", "FirstFit"] = "BestFit"
+
+
 class FairSharingConfig(_Model):
     enable: bool = False
 
@@ -156,6 +164,7 @@ class OperatorConfig(_Model):
     pods_ready: PodsReadyConfig = Field(default_factory=PodsReadyConfig, alias="podsReady")
     starvation: StarvationConfig = Field(default_factory=StarvationConfig)
     fair_sharing: FairSharingConfig = Field(default_factory=FairSharingConfig, alias="fairSharing")
+    topology: TopologyConfig = Field(default_factory=TopologyConfig)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     status: StatusConfig = Field(default_factory=StatusConfig)
@@ -190,6 +199,7 @@ class OperatorConfig(_Model):
             preemption_grace=self.preemption.grace_seconds,
             preemption_shelter=self.preemption.shelter_after,
             preemption_delay=self.preemption.delay_seconds,
+            topology_fit=self.topology.fit,
         )
 
 

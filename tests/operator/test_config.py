@@ -16,7 +16,7 @@ def test_the_example_file_is_the_defaults() -> None:
     example = load_config(ROOT / "policies" / "operator-config.yaml").engine_config()
     default = parse_config({}).engine_config()
     for field in ("pods_ready_timeout", "starvation_timeout", "fair_sharing", "preemption_budget",
-                  "preemption_grace", "preemption_shelter", "preemption_delay"):
+                  "preemption_grace", "preemption_shelter", "preemption_delay", "topology_fit"):
         assert getattr(example, field) == getattr(default, field), field
     assert default.preemption_budget is None  # Kueue's behaviour unless an admin sets a budget
 
@@ -52,3 +52,11 @@ def test_the_preemption_delay_reaches_the_engine_and_a_bad_value_names_the_field
     with pytest.raises(SpecError) as info:
         parse_config({"preemption": {"delaySeconds": -1}}, "cfg.yaml")
     assert info.value.field == "preemption.delaySeconds"
+
+
+def test_the_topology_fit_reaches_the_engine_and_a_wrong_one_names_the_field() -> None:
+    assert parse_config({}).engine_config().topology_fit == "BestFit"
+    assert parse_config({"topology": {"fit": "FirstFit"}}).engine_config().topology_fit == "FirstFit"
+    with pytest.raises(SpecError) as info:
+        parse_config({"topology": {"fit": "Tightest"}}, "cfg.yaml")
+    assert info.value.field == "topology.fit", info.value.field
