@@ -45,7 +45,7 @@ NAMESPACED = (
 )
 CLUSTER_SCOPED = (
     ("gangq.io", "clusterqueues"), ("gangq.io", "resourceflavors"), ("gangq.io", "cohorts"),
-    ("gangq.io", "workloadpriorityclasses"),
+    ("gangq.io", "workloadpriorityclasses"), ("gangq.io", "topologies"), ("gangq.io", "admissionchecks"),
 )
 # The API server's own Service: not a test's, never deleted.
 KEEP = frozenset({("services", "default", "kubernetes")})
