@@ -436,6 +436,7 @@ class WorkloadSpec:
         "priority",
         "priority_class",
         "queue_name",
+        "runtime_estimated",
         "runtime_limit",
     )
 
@@ -452,6 +453,7 @@ class WorkloadSpec:
         runtime_limit: float | None = None,
         priority_class: str = "",
         pods_ready_timeout: float | None = None,
+        runtime_estimated: bool = False,
     ) -> None:
         self.key = key
         self.namespace = namespace
@@ -464,6 +466,8 @@ class WorkloadSpec:
         self.runtime_limit = runtime_limit
         self.priority_class = priority_class
         self.pods_ready_timeout = pods_ready_timeout
+        # ``runtime_limit`` is an estimate learned from finished gangs, not declared (shown as such).
+        self.runtime_estimated = runtime_estimated
 
     @property
     def total_pods(self) -> int:

@@ -205,6 +205,8 @@ class Reasons:
                     wl.pending_since,
                     wl.reason,
                     self.shown_message(wl),
+                    wl.spec.runtime_limit,
+                    wl.spec.runtime_estimated,
                 )
             )
         return out

@@ -33,7 +33,18 @@ class WorkloadView:
 class PendingView:
     """A row of a ClusterQueue's pending list, in admission order."""
 
-    __slots__ = ("key", "local_queue", "message", "namespace", "pending_since", "position", "priority", "reason")
+    __slots__ = (
+        "expected_runtime",
+        "key",
+        "local_queue",
+        "message",
+        "namespace",
+        "pending_since",
+        "position",
+        "priority",
+        "reason",
+        "runtime_estimated",
+    )
 
     def __init__(
         self,
@@ -45,6 +56,8 @@ class PendingView:
         pending_since: float,
         reason: str,
         message: str,
+        expected_runtime: float | None = None,
+        runtime_estimated: bool = False,
     ) -> None:
         self.key = key
         self.position = position
@@ -54,6 +67,8 @@ class PendingView:
         self.pending_since = pending_since
         self.reason = reason
         self.message = message
+        self.expected_runtime = expected_runtime  # declared, or learned (runtime_estimated)
+        self.runtime_estimated = runtime_estimated
 
 
 class ClusterQueueView:

@@ -198,6 +198,7 @@ def render(page: dict[str, Any], console: Console) -> None:
         table.add_column("local queue")
     table.add_column("priority", justify="right")
     table.add_column("waiting", justify="right")
+    table.add_column("runs", justify="right")
     table.add_column("reason")
     table.add_column("message", overflow="fold")
     for item in items:
@@ -208,7 +209,10 @@ def render(page: dict[str, Any], console: Console) -> None:
         row.append(f"{item['namespace']}/{item['name']}")
         if not by_lq:
             row.append(item["localQueueName"])
-        row += [str(item["priority"]), format_wait(item["waitSeconds"]), item["reason"], item["message"]]
+        runtime = item.get("expectedRuntimeSeconds")
+        runs = "?" if runtime is None else format_wait(runtime) + (
+            " (learned)" if item.get("expectedRuntimeSource") == "learned" else "")
+        row += [str(item["priority"]), format_wait(item["waitSeconds"]), runs, item["reason"], item["message"]]
         table.add_row(*row)
     console.print(table)
     shown = len(items)

@@ -71,6 +71,7 @@ class PendingItem:
 
     __slots__ = (
         "cluster_queue",
+        "expected_runtime",
         "local_queue",
         "message",
         "name",
@@ -80,6 +81,7 @@ class PendingItem:
         "position_in_local_queue",
         "priority",
         "reason",
+        "runtime_estimated",
         "wait_seconds",
     )
 
@@ -97,6 +99,8 @@ class PendingItem:
         wait_seconds: float,
         reason: str,
         message: str,
+        expected_runtime: float | None = None,
+        runtime_estimated: bool = False,
     ) -> None:
         self.name = name
         self.namespace = namespace
@@ -109,6 +113,8 @@ class PendingItem:
         self.wait_seconds = wait_seconds
         self.reason = reason
         self.message = message
+        self.expected_runtime = expected_runtime
+        self.runtime_estimated = runtime_estimated
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +129,11 @@ class PendingItem:
             "waitSeconds": round(self.wait_seconds, 3),
             "reason": self.reason,
             "message": self.message,
+            # gangq's own: how long it is expected to run once admitted, and whether that was
+            # declared (a runtime limit) or learned from finished gangs of its queue and shape
+            "expectedRuntimeSeconds": round(self.expected_runtime) if self.expected_runtime is not None else None,
+            "expectedRuntimeSource": (None if self.expected_runtime is None
+                                      else "learned" if self.runtime_estimated else "declared"),
         }
 
 
@@ -198,6 +209,8 @@ def _item(row: Any, cluster_queue: str, lq_position: int | None, now: float) -> 
         wait_seconds=max(0.0, now - row.pending_since),
         reason=row.reason,
         message=row.message,
+        expected_runtime=getattr(row, "expected_runtime", None),
+        runtime_estimated=bool(getattr(row, "runtime_estimated", False)),
     )
 
 

@@ -76,6 +76,7 @@ class Entry:
         "pod_sets",
         "reason",
         "requeue",
+        "runtime",
         "rv",
         "sig",
         "spec",
@@ -97,6 +98,8 @@ class Entry:
         self.rv = meta.resource_version
         self.sig: tuple[Any, ...] = ()
         self.lq = ""
+        # Its expected run time and where it comes from (gangq.operator.runtimes), if known.
+        self.runtime: tuple[float, str] | None = None
         self._state = EntryState.PENDING
         self.spec: Any = None  # WorkloadSpec
         self.admission: Admission | None = None

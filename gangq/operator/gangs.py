@@ -26,6 +26,7 @@ from gangq.integrations.registry import child_of_jobset, queued, workload_owner
 from gangq.jobset import constants as js
 from gangq.operator.entry import Entry, EntryState
 from gangq.operator.evictions import EvictionResync, quiet
+from gangq.operator.runtimes import LearnedRuntimes
 from gangq.operator.state import ControllerState
 from gangq.operator.status import ORDINARY_PENDING, Statuses
 from gangq.operator.translate import quantity_text, recorded_admission, recorded_eviction, workload_active
@@ -62,6 +63,7 @@ class Gangs:
     def __init__(self, state: ControllerState, writer: Writer, statuses: Statuses) -> None:
         self.state = state
         self.writer = writer
+        self.runtimes = LearnedRuntimes(state, writer)  # expected run times of gangs that declare none
         self.statuses = statuses
         self.finished: dict[str, None] = {}  # uids of finished objects already forgotten (FIFO)
         self.gang_pods: dict[str, set[str]] = {}  # gang key -> live pod keys (bound or not)
@@ -112,7 +114,7 @@ class Gangs:
         if entry.state == EntryState.INADMISSIBLE:
             entry.move(EntryState.PENDING)
             entry.reason, entry.message = "Pending", "queued"
-        self.state.engine.submit(spec, now)
+        self.state.engine.submit(self.runtimes.engine_spec(entry, spec), now)
         if entry.state == EntryState.PENDING:
             self.statuses.mark(entry, now, urgent=False)
         return True
@@ -159,7 +161,7 @@ class Gangs:
         flavors = recorded_flavors(recorded, spec)
         engine = self.state.engine
         restore = engine.restore_stopping if stopping else engine.restore
-        admission, why = restore(spec, recorded["clusterQueue"], flavors, now)
+        admission, why = restore(self.runtimes.engine_spec(entry, spec), recorded["clusterQueue"], flavors, now)
         if admission is None:
             log.warning("recovery: %s %s cannot keep its recorded admission: %s", entry.kind.kind, entry.key, why)
             return False
@@ -322,7 +324,8 @@ class Gangs:
         if recorded is None or spec is None or not isinstance(recorded.get("clusterQueue"), str):
             return
         flavors = recorded_flavors(recorded, spec)
-        admission, why = self.state.engine.restore(spec, recorded["clusterQueue"], flavors, now)
+        admission, why = self.state.engine.restore(self.runtimes.engine_spec(entry, spec), recorded["clusterQueue"],
+                                                   flavors, now)
         if admission is not None and not why:
             log.warning("%s %s runs with an admission whose answer was lost: charged to %s as recorded",
                         entry.kind.kind, entry.key, admission.cluster_queue)
@@ -330,7 +333,7 @@ class Gangs:
             return
         if admission is not None:  # charged over quota: take it back and queue the gang again
             self.state.finish(entry.key, now)
-            self.state.engine.submit(spec, now)
+            self.state.engine.submit(self.runtimes.engine_spec(entry, spec), now)
         message = f"it runs with an admission whose answer was lost and that no longer fits: {why}"
         log.warning("%s %s: %s; suspending it", entry.kind.kind, entry.key, message)
         self.writer.write_suspend(entry, restore=True, eviction=("AdmissionUnconfirmed", message))
@@ -343,7 +346,7 @@ class Gangs:
         spec = entry.spec
         if spec is None:
             return
-        admission, why = self.state.engine.hold_started(spec, now)
+        admission, why = self.state.engine.hold_started(self.runtimes.engine_spec(entry, spec), now)
         if admission is None:
             log.info("%s %s runs unsuspended and cannot be charged to a ClusterQueue (%s): queued as it is",
                      entry.kind.kind, entry.key, why)
@@ -438,6 +441,7 @@ class Gangs:
             self.statuses.mark(entry, now, urgent=True)
 
     def _finish(self, entry: Entry, terminal: str, now: float) -> None:
+        self.runtimes.finished(entry, terminal == js.COND_COMPLETED, now)
         self.state.finish(entry.key, now)
         self.resync.forget(entry.key)
         self.finished[entry.uid] = None

@@ -131,6 +131,7 @@ class SchedulingLoop:
             if metrics is not None:
                 metrics.loop_cycle_duration_seconds.observe(time.monotonic() - applied)
             self.statuses.flush(now)
+            self.gangs.runtimes.save_if_due()
 
     def _sleep_for(self, now: float) -> float:
         candidates = [self.state.config.status.queue_interval_seconds]

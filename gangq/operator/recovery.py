@@ -59,6 +59,7 @@ async def recover(state: ControllerState, kinds: Kinds, gangs: Gangs, statuses: 
             kinds.apply(plural, "ADDED", obj, now)
     for resource in REFERENCE_RESOURCES:  # what gangs are built from (a TrainJob's runtime), before them
         kinds.references_listed(resource.plural, listed[resource.plural])
+    await gangs.runtimes.load()  # before the gangs are queued: their expected run times
     wls = await list_until_listed(state, GROUP, VERSION, "workloads")
     existing_workloads = {object_key(w): w for w in wls}
 

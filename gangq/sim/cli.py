@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from gangq.api.quantity import QuantityError
 from gangq.core.config import EngineConfig
 from gangq.core.errors import SpecError
-from gangq.sim.estimates import DEFAULT_QUANTILE
+from gangq.core.runtimes import DEFAULT_QUANTILE
 from gangq.sim.philly import DEFAULT_WINDOW, load_philly
 from gangq.sim.policies import POLICIES, make_policy
 from gangq.sim.report import print_compare, print_summary, summarize

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from gangq.core import Admission, Engine, Eviction, PodSetSpec, WorkloadSpec
 from gangq.core.config import TopologyFit
 from gangq.core.model import NodeSpec
-from gangq.sim.estimates import RuntimeEstimator
+from gangq.core.runtimes import RuntimeEstimator
 from gangq.sim.scenario import Scenario
 from gangq.sim.topology import TopologyMeter, _Head, with_hostname, with_topology
 from gangq.sim.trace import TraceJob
@@ -156,7 +156,7 @@ class GangqPolicy(Policy):
 
     With the scenario's ``runtime_estimates`` on (the default), a gang without a declared runtime
     limit is submitted with the run time learned from similar gangs that finished before it
-    (:mod:`gangq.sim.estimates`) as its expected run time: the engine's reservations and backfill
+    (:mod:`gangq.core.runtimes`) as its expected run time: the engine's reservations and backfill
     use it. It is never enforced: the simulator ends a gang only at its true duration or at a
     declared limit.
     """

@@ -14,8 +14,8 @@ from typing import Any
 from gangq.api.loader import QueueConfig, load_documents, parse_queue_config
 from gangq.core.config import EngineConfig
 from gangq.core.model import NodeSpec, TopologyRequest, TopologySpec
+from gangq.core.runtimes import DEFAULT_QUANTILE
 from gangq.resources import policy_file
-from gangq.sim.estimates import DEFAULT_QUANTILE
 from gangq.sim.topology import DEFAULT_SAMPLE_EVERY
 from gangq.sim.trace import GPU, TraceError, TraceJob, TracePodSet
 
@@ -34,7 +34,7 @@ class Scenario:
     - ``jobs``: the admissible trace; ``excluded``: jobs left out (never admissible) with the reason;
     - ``classes``: report classes in display order; ``resource``: the resource utilisation is given in;
     - ``runtime_estimates``: gangq submits gangs without a runtime limit with the ``estimate_quantile``
-      of the run times of similar gangs that finished before (:mod:`gangq.sim.estimates`);
+      of the run times of similar gangs that finished before (:mod:`gangq.core.runtimes`);
     - ``topology``: the Topology of every flavor that has none of its own (None: only the
       configuration's); ``topology_request``: what every pod set of more than one pod asks for;
       ``topology_sample_every``: simulated seconds between fragmentation samples

@@ -159,6 +159,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
         "the pending-workloads API checks a bearer token (tests/controlplane/test_visibility_auth.py)",
     ("authorization.k8s.io", "subjectaccessreviews", "create"):
         "the pending-workloads API checks the caller's access to a queue (tests/controlplane/test_visibility_auth.py)",
+    **{("karpenter.sh", "nodepools", verb): "Karpenter's NodePools are listed and watched once their CRD is "
+       "served (none in this run; tests/upstream/test_karpenter_gangq.py)" for verb in ("list", "watch")},
     ("gangq.io", "admissionchecks/status", "patch"):
         "an AdmissionCheck's status says gangq runs no admission-check controller (none in this run; "
         "tests/operator/test_topology_checks_e2e.py)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gangq.sim.estimates import RuntimeEstimator
+from gangq.core.runtimes import RuntimeEstimator
 from gangq.sim.policies import GangqPolicy
 from gangq.sim.simulator import Simulator
 
