@@ -12,10 +12,11 @@ gangs; the controller does the same, with the same estimator (:mod:`gangq.core.r
   estimator's quantile of its group's last run times once enough have finished.
 - **Run time**: from admission to a successful finish (what the engine's expected end counts
   from); failed gangs teach nothing.
-- **Kept across restarts** in the ConfigMap ``gangq-runtimes`` of the controller's namespace
-  (``leaderElection.namespace``), written at most every :data:`SAVE_INTERVAL_SECONDS` when it
-  changed and read back by the recovery; bounded (:data:`MAX_GROUPS` groups, the last runs of
-  each, whole seconds).
+- **Kept across restarts** in the ConfigMap ``gangq-runtimes`` of the controller's namespace (its
+  pod's, from the Downward API's ``POD_NAMESPACE``; outside a pod ``leaderElection.namespace``),
+  written at most every :data:`SAVE_INTERVAL_SECONDS` when it changed and read back by the
+  recovery; bounded (:data:`MAX_GROUPS` groups, the last runs of each, whole seconds). Where the
+  controller may not read or write it (no such Role), it says so once and keeps them in memory.
 - **Visible**: ``Entry.runtime`` says the estimate and where it came from; the Workload's status
   ``runtimeEstimate`` and ``gangq queue`` show it.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Hashable, Mapping
 from typing import Any, Final, cast
@@ -32,6 +34,7 @@ from gangq.core.model import WorkloadSpec
 from gangq.core.runtimes import RuntimeEstimator
 from gangq.operator.entry import Entry
 from gangq.operator.kube import ApiError, resource_path
+from gangq.operator.leaderpod import POD_NAMESPACE_ENV
 from gangq.operator.state import ControllerState
 from gangq.operator.writer import Writer
 
@@ -63,9 +66,11 @@ class LearnedRuntimes:
         self.state = state
         self.writer = writer
         self.estimator = RuntimeEstimator(max_groups=MAX_GROUPS)
-        self.namespace = state.config.leader_election.namespace
+        self.namespace = os.environ.get(POD_NAMESPACE_ENV) or state.config.leader_election.namespace
         self.dirty = False
         self.last_saved = 0.0
+        self.exists: bool | None = None  # does the ConfigMap exist (None: not known)
+        self.refused = False  # the API refused us the ConfigMap: kept in memory only
 
     def estimate(self, entry: Entry, spec: WorkloadSpec) -> tuple[float, str] | None:
         """The gang's expected run time and where it comes from, or None when nothing is known."""
@@ -112,11 +117,22 @@ class LearnedRuntimes:
         try:
             obj = await self.state.client.get(self._path(), attempts=3)
         except ApiError as err:
-            if err.status != 404:
-                log.warning("runtime estimates: cannot read ConfigMap %s/%s (%s): starting without them",
-                            self.namespace, CONFIGMAP, err)
+            if err.status == 404:
+                self.exists = False
+            else:
+                self._refused_or_failed("read", err)
             return
+        self.exists = True
         self.load_data(obj.get("data") or {})
+
+    def _refused_or_failed(self, what: str, err: ApiError) -> None:
+        if err.status in (401, 403):
+            self.refused = True
+            log.warning("runtime estimates: may not %s ConfigMap %s/%s (%s): learned run times are kept in memory "
+                        "only (the install's Role gangq-controller-state grants it)", what, self.namespace, CONFIGMAP,
+                        err)
+        else:
+            log.warning("runtime estimates: cannot %s ConfigMap %s/%s (%s)", what, self.namespace, CONFIGMAP, err)
 
     def load_data(self, data: Mapping[str, Any]) -> None:
         try:
@@ -145,7 +161,7 @@ class LearnedRuntimes:
     def save_if_due(self, now: float | None = None) -> None:
         """Write the ConfigMap when something was learned and the last write is old enough."""
         now = time.monotonic() if now is None else now
-        if not self.dirty or now - self.last_saved < SAVE_INTERVAL_SECONDS:
+        if not self.dirty or self.refused or now - self.last_saved < SAVE_INTERVAL_SECONDS:
             return
         self.dirty = False
         self.last_saved = now
@@ -155,18 +171,26 @@ class LearnedRuntimes:
                 "data": {DATA_KEY: self.dump()}}
 
         async def write() -> None:
-            try:
-                await self.state.client.replace(self._path(), body, attempts=3)
-            except ApiError as err:
-                if err.status != 404:
-                    log.debug("runtime estimates: not written (%s)", err)
+            """One write: a create when the ConfigMap is not there (as the recovery read it), else
+            an update; the other one when the API says otherwise."""
+            for attempt in range(2):
+                try:
+                    if self.exists is False:
+                        await self.state.client.create(resource_path("", "v1", "configmaps", self.namespace), body,
+                                                       want_body=False, attempts=3)
+                    else:
+                        await self.state.client.replace(self._path(), body, attempts=3)
+                    self.exists = True
+                    return
+                except ApiError as err:
+                    if attempt == 0 and err.status in (404, 409):
+                        self.exists = err.status == 409
+                        continue
+                    if err.status in (401, 403):
+                        self._refused_or_failed("write", err)
+                    else:
+                        log.debug("runtime estimates: not written (%s)", err)
                     self.dirty = True
                     return
-                try:
-                    await self.state.client.create(
-                        resource_path("", "v1", "configmaps", self.namespace), body, want_body=False, attempts=3)
-                except ApiError as err2:
-                    log.debug("runtime estimates: not written (%s)", err2)
-                    self.dirty = True
 
         self.writer.spawn("runtimes", write)
