@@ -58,14 +58,7 @@ class RuntimeEstimator:
 
     def observe(self, cq: str, group: Hashable, seconds: float) -> None:
         """A gang of ``group`` in ``cq`` ran ``seconds`` to completion."""
-        key = (cq, group)
-        samples = self._by_group.pop(key, None)
-        if samples is None:
-            samples = deque(maxlen=self.window)
-            if len(self._by_group) >= self.max_groups:
-                del self._by_group[next(iter(self._by_group))]
-        self._by_group[key] = samples
-        samples.append(seconds)
+        self._latest((cq, group)).append(seconds)
 
     def estimate(self, cq: str, group: Hashable) -> float | None:
         """Expected run time of a new gang of ``group`` in ``cq`` (None: no history yet)."""
@@ -87,9 +80,15 @@ class RuntimeEstimator:
     def load(self, groups: list[tuple[Hashable, list[float]]]) -> None:
         """Groups as :meth:`export` gave them (kept across a restart), before any observation."""
         for key, times in groups:
-            samples: deque[float] = deque(maxlen=self.window)
-            samples.extend(times)
-            self._by_group.pop(key, None)
+            self._latest(key).extend(times)
+
+    def _latest(self, key: Hashable) -> deque[float]:
+        """The run times of ``key``, now its most recently observed group (a new one takes the
+        place of the least recently observed when ``max_groups`` are kept)."""
+        samples = self._by_group.pop(key, None)
+        if samples is None:
+            samples = deque(maxlen=self.window)
             if len(self._by_group) >= self.max_groups:
                 del self._by_group[next(iter(self._by_group))]
-            self._by_group[key] = samples
+        self._by_group[key] = samples
+        return samples

@@ -51,3 +51,16 @@ def test_gangq_submits_learned_estimates_and_never_enforces_them() -> None:
     policy = GangqPolicy()
     Simulator(scenario, policy).run()
     assert all(s is not None and s.runtime_limit is None for s in policy._specs)
+
+
+def test_memory_is_bounded_by_dropping_the_group_observed_least_recently() -> None:
+    est = RuntimeEstimator(window=4, quantile=0.5, min_samples=1, max_groups=2)
+    est.observe("cq", "a", 10.0)
+    est.observe("cq", "b", 20.0)
+    est.observe("cq", "a", 12.0)  # a is now the most recent
+    est.observe("cq", "c", 30.0)  # b goes
+    assert est.estimate("cq", "b") is None
+    assert est.estimate("cq", "a") is not None and est.estimate("cq", "c") == 30.0
+    again = RuntimeEstimator(window=4, quantile=0.5, min_samples=1, max_groups=2)
+    again.load(est.export())
+    assert again.samples("cq", "a") == 2 and again.estimate("cq", "c") == 30.0
