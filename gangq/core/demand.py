@@ -192,12 +192,16 @@ class ShapeQueue:
     limit is shorter than that" skips whole chunks of gangs that cannot pass.
     """
 
-    __slots__ = ("chunks", "demand", "limits", "maxes", "mins", "shape", "size", "totals")
+    __slots__ = ("chunks", "demand", "limits", "mark", "maxes", "mins", "shape", "size", "totals", "vector")
 
     def __init__(self, shape: tuple[object, ...], totals: dict[str, int]) -> None:
         self.shape = shape
         self.totals = totals
         self.demand = tuple(totals.items())  # totals as pairs: a retry's candidate filter reads it
+        # Its totals in the order of their resources' names (its _ShapeGroup's ``names``): the
+        # group's filter compares them with the bound's limits in that order.
+        self.vector: list[int] = [totals[name] for name in sorted(totals)]
+        self.mark = 0  # the last ShapeIndex.fitting call that listed it (see there)
         self.chunks: list[list[OrderKey]] = []
         self.limits: list[list[float]] = []  # parallel to chunks
         self.maxes: list[OrderKey] = []  # the last key of each chunk
@@ -295,10 +299,11 @@ class ShapeIndex:
     by one, every retry of every queue paid for each shape it has.
     """
 
-    __slots__ = ("groups",)
+    __slots__ = ("calls", "groups")
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str, ...], _ShapeGroup] = {}
+        self.calls = 0  # calls of :meth:`fitting` so far (a shape's ``mark`` says it was listed)
 
     def add(self, shape: ShapeQueue) -> None:
         names = tuple(sorted(shape.totals))
@@ -315,20 +320,16 @@ class ShapeIndex:
             del self.groups[names]
 
     def fitting(self, bounds: list[dict[str, int]]) -> list[ShapeQueue]:
-        """The shapes whose totals fit one of ``bounds`` (resource → amount; missing: 0)."""
-        if len(bounds) == 1:
-            out: list[ShapeQueue] = []
-            for group in self.groups.values():
-                group.fitting(bounds[0], out)
-            return out
-        seen: dict[ShapeQueue, None] = {}
+        """The shapes whose totals fit one of ``bounds`` (resource → amount; missing: 0), each
+        once, in the order the bounds first list them. A shape that one bound listed is marked
+        with the call's number, so that the later bounds skip it without a set of seen shapes."""
+        self.calls += 1
+        call = self.calls
+        out: list[ShapeQueue] = []
         for bound in bounds:
-            found: list[ShapeQueue] = []
             for group in self.groups.values():
-                group.fitting(bound, found)
-            for shape in found:
-                seen[shape] = None
-        return list(seen)
+                group.fitting(bound, out, call)
+        return out
 
 
 class _ShapeGroup:
@@ -371,27 +372,42 @@ class _ShapeGroup:
             del amounts[at]
             del members[at]
 
-    def fitting(self, bound: dict[str, int], out: list[ShapeQueue]) -> None:
-        """Append the shapes of the group whose totals fit ``bound`` to ``out``: scanned in
-        ascending order of their first resource, up to the first shape that needs more of it than
-        the bound allows; none when the least need of some resource is beyond it."""
+    def fitting(self, bound: dict[str, int], out: list[ShapeQueue], call: int) -> None:
+        """Append the shapes of the group whose totals fit ``bound`` and that ``call`` (of
+        ShapeIndex.fitting) has not listed yet to ``out``, marking them: scanned in ascending
+        order of their first resource, up to the first shape that needs more of it than the bound
+        allows; none when the least need of some resource is beyond it. The bound is read once
+        per resource, as limits in the order of ``names``, which each shape's ``vector`` follows."""
         names = self.names
         if not names:
-            out.extend(self.unsorted)
+            for shape in self.unsorted:
+                if shape.mark != call:
+                    shape.mark = call
+                    out.append(shape)
             return
         amounts = self.amounts
-        for i, name in enumerate(names):
-            if amounts[i][0] > bound.get(name, 0):
+        limits: list[int] = []
+        for i in range(len(names)):
+            limit = bound.get(names[i], 0)
+            if amounts[i][0] > limit:
                 return
+            limits.append(limit)
         first = amounts[0]
-        limit = bound.get(names[0], 0)
+        limit = limits[0]
         members = self.members[0]
+        n = len(limits)
         for j in range(len(members)):
             if first[j] > limit:
                 break
             shape = members[j]
-            for name, amount in shape.demand:
-                if amount > bound.get(name, 0):
+            if shape.mark == call:
+                continue
+            vector = shape.vector
+            fits = True
+            for k in range(1, n):
+                if vector[k] > limits[k]:
+                    fits = False
                     break
-            else:
+            if fits:
+                shape.mark = call
                 out.append(shape)

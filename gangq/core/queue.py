@@ -105,6 +105,7 @@ class Workload:
         "running",
         "seq",
         "shape",
+        "shape_queue",
         "shelter_until",
         "spec",
         "starve_at",
@@ -162,6 +163,9 @@ class Workload:
             self.min_member,
             tuple(sorted(spec.min_resources.items())) if spec.min_resources else (),
         )
+        # While it waits on its queue's inadmissible list: the ShapeQueue that holds it there
+        # (its queue's ``shapes[shape]``), so that finding it hashes no shape tuple.
+        self.shape_queue: ShapeQueue | None = None
         self.admit_count = 0
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
@@ -395,7 +399,9 @@ class ClusterQueueState:
             self.active.remove(wl.order_key)
         elif wl.queued == "inadmissible":
             self.inadmissible.remove(wl.order_key)
-            shapes = self.shapes[wl.shape]
+            shapes = wl.shape_queue
+            assert shapes is not None
+            wl.shape_queue = None
             shapes.remove(wl.order_key)
             if not shapes:
                 del self.shapes[wl.shape]
@@ -419,6 +425,7 @@ class ClusterQueueState:
             self.shape_index.add(shapes)
         limit = wl.spec.runtime_limit
         shapes.add(wl.order_key, math.inf if limit is None else limit)
+        wl.shape_queue = shapes
 
     def pending_count(self) -> int:
         return len(self.active) + len(self.inadmissible)

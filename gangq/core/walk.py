@@ -49,6 +49,7 @@ class CandidateWalk:
 
     __slots__ = (
         "by_shape",
+        "cq",
         "dead",
         "heap",
         "index",
@@ -67,6 +68,7 @@ class CandidateWalk:
         self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool, skipping: dict[str, CandidateWalk]
     ) -> None:
         self.name = cq.name
+        self.cq = cq
         self.skipping = skipping  # the cycle's walks whose last step skipped gangs (by queue name)
         self.by_shape = cq.shapes
         self.shapes: list[ShapeQueue] = cq.shape_index.fitting(bounds) if bounds else []
@@ -98,7 +100,9 @@ class CandidateWalk:
 
     def _shape_of(self, wl: Workload) -> ShapeQueue | None:
         """``wl``'s shape, if it is one of the walk's."""
-        shape = self.by_shape.get(wl.shape)
+        # A gang waiting in the walk's queue knows its ShapeQueue (the queue's ``shapes[wl.shape]``).
+        waiting = wl.cq is self.cq and wl.queued == "inadmissible"
+        shape = wl.shape_queue if waiting else self.by_shape.get(wl.shape)
         return shape if shape is not None and shape in self._positions() else None
 
     def holds(self, wl: Workload) -> bool:
