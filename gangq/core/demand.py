@@ -192,7 +192,7 @@ class ShapeQueue:
     limit is shorter than that" skips whole chunks of gangs that cannot pass.
     """
 
-    __slots__ = ("chunks", "demand", "limits", "mark", "maxes", "mins", "shape", "size", "totals", "vector")
+    __slots__ = ("chunks", "demand", "limits", "mark", "maxes", "mins", "pos", "shape", "size", "totals", "vector")
 
     def __init__(self, shape: tuple[object, ...], totals: dict[str, int]) -> None:
         self.shape = shape
@@ -201,7 +201,11 @@ class ShapeQueue:
         # Its totals in the order of their resources' names (its _ShapeGroup's ``names``): the
         # group's filter compares them with the bound's limits in that order.
         self.vector: list[int] = [totals[name] for name in sorted(totals)]
-        self.mark = 0  # the last ShapeIndex.fitting call that listed it (see there)
+        # The last ShapeIndex.fitting call that listed it (0: none), and its position in the
+        # list that call made: the candidate walk made from it finds the shape there
+        # (CandidateWalk._position).
+        self.mark = 0
+        self.pos = 0
         self.chunks: list[list[OrderKey]] = []
         self.limits: list[list[float]] = []  # parallel to chunks
         self.maxes: list[OrderKey] = []  # the last key of each chunk
