@@ -172,7 +172,7 @@ class IncrementalRetry(RetryPolicy):
             for fr, need in option.items():
                 if need <= 0:
                     continue
-                if need <= available[fr]:
+                if need <= available.get(fr):
                     if usage.get(fr, 0) + need > nominal.get(fr, 0):
                         borrowed.append((fr, need))
                 elif need <= available.potential(fr):
@@ -386,7 +386,7 @@ class IncrementalRetry(RetryPolicy):
                         drop += then - now
                 gain = min(gain, drop)
             most = entry.amount + gain
-            if claimed(claims, fr, name):
+            if claimed(claims.frs, fr, name):
                 unused = max(0, nominal.get(fr, 0) - usage.get(fr, 0))
                 if most > unused:  # as Claims.amount does
                     most = unused
@@ -493,7 +493,7 @@ class IncrementalRetry(RetryPolicy):
             cq,
             least,
             [
-                (fr, least, quota.available(node, fr) if claimed(claims, fr, name) else amounts.get(fr))
+                (fr, least, quota.available(node, fr) if claimed(claims.frs, fr, name) else amounts.get(fr))
                 for fr in cq.frs_by_resource.get(resource, ())
             ],
         )
