@@ -223,6 +223,12 @@ class Workload:
             del self.held[node]
 
 
+def _preempts(spec: ClusterQueueSpec) -> bool:
+    """May the ClusterQueue preempt at all (within itself or to reclaim in its cohort)?"""
+    p = spec.preemption
+    return p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never"
+
+
 class ClusterQueueState:
     """A ClusterQueue as the scheduler sees it: spec, quota node, pending and admitted workloads."""
 
@@ -245,6 +251,7 @@ class ClusterQueueState:
         "name",
         "node",
         "preempted_total",
+        "preempts",
         "protected_head",
         "shape_index",
         "shapes",
@@ -254,6 +261,7 @@ class ClusterQueueState:
     def __init__(self, spec: ClusterQueueSpec, node: QuotaNode) -> None:
         self.name = spec.name
         self.spec = spec
+        self.preempts = _preempts(spec)
         self.node = node
         # Queued gang keys in queue order: not tried yet / tried and waiting for a change.
         self.active = SortedChunks()
@@ -284,6 +292,7 @@ class ClusterQueueState:
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
+        self.preempts = _preempts(spec)
         self.flavor_resources = tuple(
             flavor_resource(flavor.name, quota.name)
             for group in spec.resource_groups

@@ -153,10 +153,11 @@ class IncrementalRetry(RetryPolicy):
         if options.why:
             return False
         quota = self.s.world.quota
-        version = (quota.version, self.s.book.heads_version)
-        if ctx.available_version != version:
+        heads = self.s.book.heads_version
+        if ctx.available_quota != quota.version or ctx.available_heads != heads:
             ctx.available.clear()
-            ctx.available_version = version
+            ctx.available_quota = quota.version
+            ctx.available_heads = heads
         available = ctx.available.get(cq.name)
         if available is None:
             available = ctx.available[cq.name] = AvailableQuota(quota, cq.node)

@@ -74,7 +74,8 @@ class CycleScratch:
     __slots__ = (
         "admitted",
         "available",
-        "available_version",
+        "available_heads",
+        "available_quota",
         "capacity_failed",
         "claims",
         "decisions",
@@ -90,9 +91,12 @@ class CycleScratch:
 
     def __init__(self, now: float, decisions: list[Decision]) -> None:
         self.now = now
-        # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
+        # Available quota per ClusterQueue, valid while the quota tree's version and
+        # QueueBook.heads_version are still those it was worked out at (two ints, not a tuple:
+        # compared on every retried gang).
         self.available: dict[str, AvailableQuota] = {}
-        self.available_version = (-1, -1)
+        self.available_quota = -1
+        self.available_heads = -1
         # Request vectors that fit no node of a candidate-pool set this cycle.
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.
