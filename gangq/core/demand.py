@@ -200,7 +200,8 @@ class ShapeQueue:
         self.demand = tuple(totals.items())  # totals as pairs: a retry's candidate filter reads it
         # Its totals in the order of their resources' names (its _ShapeGroup's ``names``): the
         # group's filter compares them with the bound's limits in that order.
-        self.vector: list[int] = [totals[name] for name in sorted(totals)]
+        # Shared int objects (see _shared): the filter reads them from every queue's shapes.
+        self.vector: list[int] = [_shared(totals[name]) for name in sorted(totals)]
         # The last ShapeIndex.fitting call that listed it (0: none), and its position in the
         # list that call made: the candidate walk made from it finds the shape there
         # (CandidateWalk._position).
@@ -340,13 +341,16 @@ class _ShapeGroup:
     """The shapes that request exactly ``names``: per resource, their totals of it in ascending
     order with the shapes in the same order."""
 
-    __slots__ = ("amounts", "members", "names", "unsorted")
+    __slots__ = ("amounts", "first_check", "members", "names", "unsorted")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.amounts: list[list[int]] = [[] for _ in names]
         self.members: list[list[ShapeQueue]] = [[] for _ in names]
         self.unsorted: list[ShapeQueue] = []  # shapes that request nothing (they fit every bound)
+        # The resource whose least need last ruled the whole group out: checked first next time
+        # (the group is ruled out by any one resource, whichever is checked first).
+        self.first_check = 0
 
     def empty(self) -> bool:
         return not self.members[0] if self.names else not self.unsorted
@@ -355,11 +359,11 @@ class _ShapeGroup:
         if not self.names:
             self.unsorted.append(shape)
             return
-        totals = shape.totals
-        for i, name in enumerate(self.names):
+        vector = shape.vector
+        for i in range(len(self.names)):
             amounts = self.amounts[i]
-            at = bisect_right(amounts, totals[name])
-            amounts.insert(at, totals[name])
+            at = bisect_right(amounts, vector[i])
+            amounts.insert(at, vector[i])
             self.members[i].insert(at, shape)
 
     def remove(self, shape: ShapeQueue) -> None:
@@ -390,10 +394,14 @@ class _ShapeGroup:
                     out.append(shape)
             return
         amounts = self.amounts
+        check = self.first_check
+        if amounts[check][0] > bound.get(names[check], 0):
+            return
         limits: list[int] = []
         for i in range(len(names)):
             limit = bound.get(names[i], 0)
             if amounts[i][0] > limit:
+                self.first_check = i
                 return
             limits.append(limit)
         first = amounts[0]
