@@ -337,25 +337,29 @@ class Claims:
         out, and another queue's head could then borrow what it could not at the cycle's
         start). A head that borrows only because its own queue's gangs use its
         quota waits for those, not for a claim."""
+        # Answered once per gang and cycle: within a cycle the gang's queue, its flavor options
+        # and the claims it is read from stay as they were (the memo holds only gangs that passed
+        # the checks below).
+        known = claims.kept_out.get(head.key)
+        if known is not None:
+            return known
         other = self.s.world.cluster_queues.get(holder)
         if other is None:
             return False
         beyond = self.beyond_nominal(other, head)
         if beyond is None:
             return False
-        known = claims.kept_out.get(head.key)
-        if known is None:
-            late = claims.late
-            known = all(
-                any(
-                    (holders := claims.frs.get(fr)) is not None
-                    and any(h != holder and (fr, h) not in late for h in holders)
-                    for fr in frs
-                )
-                for frs in beyond
+        late = claims.late
+        out = all(
+            any(
+                (holders := claims.frs.get(fr)) is not None
+                and any(h != holder and (fr, h) not in late for h in holders)
+                for fr in frs
             )
-            claims.kept_out[head.key] = known
-        return known
+            for frs in beyond
+        )
+        claims.kept_out[head.key] = out
+        return out
 
     def beyond_nominal(self, cq: ClusterQueueState, wl: Workload) -> tuple[tuple[FlavorResource, ...], ...] | None:
         """Per flavor option of ``wl`` in ``cq``, the flavor-resources it needs more of than the
