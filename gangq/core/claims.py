@@ -8,8 +8,6 @@ needs them (:class:`~gangq.core.scratch.TreeClaims`) and hold until the cycle en
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gangq.core.flavors import (
     Assignment,
 )
@@ -22,7 +20,7 @@ from gangq.core.scratch import AvailableQuota, CycleScratch, TreeClaims
 from gangq.core.state import EngineState
 
 
-def claimed(claims: Mapping[FlavorResource, Mapping[str, object]], fr: FlavorResource, name: str) -> bool:
+def claimed(claims: dict[FlavorResource, dict[str, Workload]], fr: FlavorResource, name: str) -> bool:
     """Does a ClusterQueue other than ``name`` claim ``fr`` back (see Claims.reclaimer_for)?"""
     holders = claims.get(fr)
     if not holders:
@@ -35,7 +33,7 @@ def reserved(claims: TreeClaims, fr: FlavorResource, name: str, wl: Workload) ->
     through which ``name`` claims: their waiting gangs' needs, except those of gangs behind
     ``wl`` in queue order that could not fit when the claims were made (``claims.stuck``, see
     Claims.reclaimer_for)."""
-    holders = claims.get(fr)
+    holders = claims.frs.get(fr)
     if not holders:
         return 0
     total = 0
@@ -137,7 +135,7 @@ class Claims:
         the gang through which ``cq`` claims itself (:meth:`claimant_head`)."""
         node = cq.node
         amount = self.s.world.quota.available(node, fr)
-        if amount > 0 and claimed(claims, fr, cq.name):
+        if amount > 0 and claimed(claims.frs, fr, cq.name):
             amount = min(amount, max(0, node.nominal.get(fr, 0) - node.usage.get(fr, 0)))
         return amount
 
@@ -167,7 +165,7 @@ class Claims:
         if yielding is None:
             yielding = claims.yielding = {
                 holder
-                for holders in claims.values()
+                for holders in claims.frs.values()
                 for holder, gang in holders.items()
                 if self.kept_out(claims, holder, gang)
             }
@@ -185,7 +183,7 @@ class Claims:
                 if need <= 0:
                     continue
                 amount = available(node, fr)
-                if amount >= need and claimed(claims, fr, name):
+                if amount >= need and claimed(claims.frs, fr, name):
                     unused = nominal.get(fr, 0) - usage.get(fr, 0)
                     if self.unyielding(claims, fr, name) is None:
                         amount = claim_allows(amount, unused, reserved(claims, fr, name, head))
@@ -250,9 +248,9 @@ class Claims:
         if frs:
             late = claims.claimants.setdefault(cq.name, head) is not head
         for fr in frs:
-            holders = claims.get(fr)
+            holders = claims.frs.get(fr)
             if holders is None:
-                holders = claims[fr] = {}
+                holders = claims.frs[fr] = {}
             if cq.name not in holders:
                 holders[cq.name] = head
                 claims.yielding = None
@@ -302,14 +300,14 @@ class Claims:
         if not borrowed:
             return None
         claims = self.tree_claims(cq, ctx)
-        if not claims:
+        if not claims.frs:
             return None
         name = cq.name
         claimant = claims.claimants.get(name) is wl
         for fr, need in borrowed:
-            if not claimed(claims, fr, name):
+            if not claimed(claims.frs, fr, name):
                 continue
-            first = next(head for holder, head in claims[fr].items() if holder != name)
+            first = next(head for holder, head in claims.frs[fr].items() if holder != name)
             if not claimant:
                 return first
             blocker = self.unyielding(claims, fr, name)
@@ -323,7 +321,7 @@ class Claims:
         """The first gang through which a ClusterQueue other than ``name`` claims ``fr`` and
         whose claim does not give way (it is not kept out, :meth:`kept_out`); None if all of
         them give way."""
-        for holder, head in claims[fr].items():
+        for holder, head in claims.frs[fr].items():
             if holder != name and not self.kept_out(claims, holder, head):
                 return head
         return None
@@ -339,25 +337,29 @@ class Claims:
         out, and another queue's head could then borrow what it could not at the cycle's
         start). A head that borrows only because its own queue's gangs use its
         quota waits for those, not for a claim."""
+        # Answered once per gang and cycle: within a cycle the gang's queue, its flavor options
+        # and the claims it is read from stay as they were (the memo holds only gangs that passed
+        # the checks below).
+        known = claims.kept_out.get(head.key)
+        if known is not None:
+            return known
         other = self.s.world.cluster_queues.get(holder)
         if other is None:
             return False
         beyond = self.beyond_nominal(other, head)
         if beyond is None:
             return False
-        known = claims.kept_out.get(head.key)
-        if known is None:
-            late = claims.late
-            known = all(
-                any(
-                    (holders := claims.get(fr)) is not None
-                    and any(h != holder and (fr, h) not in late for h in holders)
-                    for fr in frs
-                )
-                for frs in beyond
+        late = claims.late
+        out = all(
+            any(
+                (holders := claims.frs.get(fr)) is not None
+                and any(h != holder and (fr, h) not in late for h in holders)
+                for fr in frs
             )
-            claims.kept_out[head.key] = known
-        return known
+            for frs in beyond
+        )
+        claims.kept_out[head.key] = out
+        return out
 
     def beyond_nominal(self, cq: ClusterQueueState, wl: Workload) -> tuple[tuple[FlavorResource, ...], ...] | None:
         """Per flavor option of ``wl`` in ``cq``, the flavor-resources it needs more of than the

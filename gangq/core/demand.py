@@ -192,12 +192,21 @@ class ShapeQueue:
     limit is shorter than that" skips whole chunks of gangs that cannot pass.
     """
 
-    __slots__ = ("chunks", "demand", "limits", "maxes", "mins", "shape", "size", "totals")
+    __slots__ = ("chunks", "demand", "limits", "mark", "maxes", "mins", "pos", "shape", "size", "totals", "vector")
 
     def __init__(self, shape: tuple[object, ...], totals: dict[str, int]) -> None:
         self.shape = shape
         self.totals = totals
         self.demand = tuple(totals.items())  # totals as pairs: a retry's candidate filter reads it
+        # Its totals in the order of their resources' names (its _ShapeGroup's ``names``): the
+        # group's filter compares them with the bound's limits in that order.
+        # Shared int objects (see _shared): the filter reads them from every queue's shapes.
+        self.vector: list[int] = [_shared(totals[name]) for name in sorted(totals)]
+        # The last ShapeIndex.fitting call that listed it (0: none), and its position in the
+        # list that call made: the candidate walk made from it finds the shape there
+        # (CandidateWalk._position).
+        self.mark = 0
+        self.pos = 0
         self.chunks: list[list[OrderKey]] = []
         self.limits: list[list[float]] = []  # parallel to chunks
         self.maxes: list[OrderKey] = []  # the last key of each chunk
@@ -295,10 +304,11 @@ class ShapeIndex:
     by one, every retry of every queue paid for each shape it has.
     """
 
-    __slots__ = ("groups",)
+    __slots__ = ("calls", "groups")
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str, ...], _ShapeGroup] = {}
+        self.calls = 0  # calls of :meth:`fitting` so far (a shape's ``mark`` says it was listed)
 
     def add(self, shape: ShapeQueue) -> None:
         names = tuple(sorted(shape.totals))
@@ -315,33 +325,32 @@ class ShapeIndex:
             del self.groups[names]
 
     def fitting(self, bounds: list[dict[str, int]]) -> list[ShapeQueue]:
-        """The shapes whose totals fit one of ``bounds`` (resource → amount; missing: 0)."""
-        if len(bounds) == 1:
-            out: list[ShapeQueue] = []
-            for group in self.groups.values():
-                group.fitting(bounds[0], out)
-            return out
-        seen: dict[ShapeQueue, None] = {}
+        """The shapes whose totals fit one of ``bounds`` (resource → amount; missing: 0), each
+        once, in the order the bounds first list them. A shape that one bound listed is marked
+        with the call's number, so that the later bounds skip it without a set of seen shapes."""
+        self.calls += 1
+        call = self.calls
+        out: list[ShapeQueue] = []
         for bound in bounds:
-            found: list[ShapeQueue] = []
             for group in self.groups.values():
-                group.fitting(bound, found)
-            for shape in found:
-                seen[shape] = None
-        return list(seen)
+                group.fitting(bound, out, call)
+        return out
 
 
 class _ShapeGroup:
     """The shapes that request exactly ``names``: per resource, their totals of it in ascending
     order with the shapes in the same order."""
 
-    __slots__ = ("amounts", "members", "names", "unsorted")
+    __slots__ = ("amounts", "first_check", "members", "names", "unsorted")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.amounts: list[list[int]] = [[] for _ in names]
         self.members: list[list[ShapeQueue]] = [[] for _ in names]
         self.unsorted: list[ShapeQueue] = []  # shapes that request nothing (they fit every bound)
+        # The resource whose least need last ruled the whole group out: checked first next time
+        # (the group is ruled out by any one resource, whichever is checked first).
+        self.first_check = 0
 
     def empty(self) -> bool:
         return not self.members[0] if self.names else not self.unsorted
@@ -350,11 +359,11 @@ class _ShapeGroup:
         if not self.names:
             self.unsorted.append(shape)
             return
-        totals = shape.totals
-        for i, name in enumerate(self.names):
+        vector = shape.vector
+        for i in range(len(self.names)):
             amounts = self.amounts[i]
-            at = bisect_right(amounts, totals[name])
-            amounts.insert(at, totals[name])
+            at = bisect_right(amounts, vector[i])
+            amounts.insert(at, vector[i])
             self.members[i].insert(at, shape)
 
     def remove(self, shape: ShapeQueue) -> None:
@@ -371,27 +380,46 @@ class _ShapeGroup:
             del amounts[at]
             del members[at]
 
-    def fitting(self, bound: dict[str, int], out: list[ShapeQueue]) -> None:
-        """Append the shapes of the group whose totals fit ``bound`` to ``out``: scanned in
-        ascending order of their first resource, up to the first shape that needs more of it than
-        the bound allows; none when the least need of some resource is beyond it."""
+    def fitting(self, bound: dict[str, int], out: list[ShapeQueue], call: int) -> None:
+        """Append the shapes of the group whose totals fit ``bound`` and that ``call`` (of
+        ShapeIndex.fitting) has not listed yet to ``out``, marking them: scanned in ascending
+        order of their first resource, up to the first shape that needs more of it than the bound
+        allows; none when the least need of some resource is beyond it. The bound is read once
+        per resource, as limits in the order of ``names``, which each shape's ``vector`` follows."""
         names = self.names
         if not names:
-            out.extend(self.unsorted)
+            for shape in self.unsorted:
+                if shape.mark != call:
+                    shape.mark = call
+                    out.append(shape)
             return
         amounts = self.amounts
-        for i, name in enumerate(names):
-            if amounts[i][0] > bound.get(name, 0):
+        check = self.first_check
+        if amounts[check][0] > bound.get(names[check], 0):
+            return
+        limits: list[int] = []
+        for i in range(len(names)):
+            limit = bound.get(names[i], 0)
+            if amounts[i][0] > limit:
+                self.first_check = i
                 return
+            limits.append(limit)
         first = amounts[0]
-        limit = bound.get(names[0], 0)
+        limit = limits[0]
         members = self.members[0]
+        n = len(limits)
         for j in range(len(members)):
             if first[j] > limit:
                 break
             shape = members[j]
-            for name, amount in shape.demand:
-                if amount > bound.get(name, 0):
+            if shape.mark == call:
+                continue
+            vector = shape.vector
+            fits = True
+            for k in range(1, n):
+                if vector[k] > limits[k]:
+                    fits = False
                     break
-            else:
+            if fits:
+                shape.mark = call
                 out.append(shape)

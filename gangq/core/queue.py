@@ -105,6 +105,7 @@ class Workload:
         "running",
         "seq",
         "shape",
+        "shape_queue",
         "shelter_until",
         "spec",
         "starve_at",
@@ -162,6 +163,9 @@ class Workload:
             self.min_member,
             tuple(sorted(spec.min_resources.items())) if spec.min_resources else (),
         )
+        # While it waits on its queue's inadmissible list: the ShapeQueue that holds it there
+        # (its queue's ``shapes[shape]``), so that finding it hashes no shape tuple.
+        self.shape_queue: ShapeQueue | None = None
         self.admit_count = 0
         self.end_time: float | None = None
         self.lq_key = f"{spec.namespace}/{spec.queue_name}"
@@ -219,6 +223,12 @@ class Workload:
             del self.held[node]
 
 
+def _preempts(spec: ClusterQueueSpec) -> bool:
+    """May the ClusterQueue preempt at all (within itself or to reclaim in its cohort)?"""
+    p = spec.preemption
+    return p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never"
+
+
 class ClusterQueueState:
     """A ClusterQueue as the scheduler sees it: spec, quota node, pending and admitted workloads."""
 
@@ -241,6 +251,7 @@ class ClusterQueueState:
         "name",
         "node",
         "preempted_total",
+        "preempts",
         "protected_head",
         "shape_index",
         "shapes",
@@ -250,6 +261,7 @@ class ClusterQueueState:
     def __init__(self, spec: ClusterQueueSpec, node: QuotaNode) -> None:
         self.name = spec.name
         self.spec = spec
+        self.preempts = _preempts(spec)
         self.node = node
         # Queued gang keys in queue order: not tried yet / tried and waiting for a change.
         self.active = SortedChunks()
@@ -280,6 +292,7 @@ class ClusterQueueState:
 
     def set_spec(self, spec: ClusterQueueSpec) -> None:
         self.spec = spec
+        self.preempts = _preempts(spec)
         self.flavor_resources = tuple(
             flavor_resource(flavor.name, quota.name)
             for group in spec.resource_groups
@@ -395,7 +408,9 @@ class ClusterQueueState:
             self.active.remove(wl.order_key)
         elif wl.queued == "inadmissible":
             self.inadmissible.remove(wl.order_key)
-            shapes = self.shapes[wl.shape]
+            shapes = wl.shape_queue
+            assert shapes is not None
+            wl.shape_queue = None
             shapes.remove(wl.order_key)
             if not shapes:
                 del self.shapes[wl.shape]
@@ -419,6 +434,7 @@ class ClusterQueueState:
             self.shape_index.add(shapes)
         limit = wl.spec.runtime_limit
         shapes.add(wl.order_key, math.inf if limit is None else limit)
+        wl.shape_queue = shapes
 
     def pending_count(self) -> int:
         return len(self.active) + len(self.inadmissible)

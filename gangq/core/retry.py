@@ -153,10 +153,11 @@ class IncrementalRetry(RetryPolicy):
         if options.why:
             return False
         quota = self.s.world.quota
-        version = (quota.version, self.s.book.heads_version)
-        if ctx.available_version != version:
+        heads = self.s.book.heads_version
+        if ctx.available_quota != quota.version or ctx.available_heads != heads:
             ctx.available.clear()
-            ctx.available_version = version
+            ctx.available_quota = quota.version
+            ctx.available_heads = heads
         available = ctx.available.get(cq.name)
         if available is None:
             available = ctx.available[cq.name] = AvailableQuota(quota, cq.node)
@@ -172,7 +173,7 @@ class IncrementalRetry(RetryPolicy):
             for fr, need in option.items():
                 if need <= 0:
                     continue
-                if need <= available[fr]:
+                if need <= available.get(fr):
                     if usage.get(fr, 0) + need > nominal.get(fr, 0):
                         borrowed.append((fr, need))
                 elif need <= available.potential(fr):
@@ -386,7 +387,7 @@ class IncrementalRetry(RetryPolicy):
                         drop += then - now
                 gain = min(gain, drop)
             most = entry.amount + gain
-            if claimed(claims, fr, name):
+            if claimed(claims.frs, fr, name):
                 unused = max(0, nominal.get(fr, 0) - usage.get(fr, 0))
                 if most > unused:  # as Claims.amount does
                     most = unused
@@ -493,7 +494,7 @@ class IncrementalRetry(RetryPolicy):
             cq,
             least,
             [
-                (fr, least, quota.available(node, fr) if claimed(claims, fr, name) else amounts.get(fr))
+                (fr, least, quota.available(node, fr) if claimed(claims.frs, fr, name) else amounts.get(fr))
                 for fr in cq.frs_by_resource.get(resource, ())
             ],
         )

@@ -16,20 +16,23 @@ from gangq.core.quota import QuotaNode, QuotaTree
 from gangq.core.walk import CandidateWalk
 
 
-class TreeClaims(dict[FlavorResource, dict[str, Workload]]):
-    """The reclaim claims of one cohort tree: flavor-resource -> ClusterQueue -> the waiting gang
-    through which that queue claims its lent quota back; ``claimants``, per ClusterQueue that
-    claims anything, that gang (see :meth:`gangq.core.claims.Claims.reclaimer_for`). Within a
-    cycle, claims made after it started are ``late``: whether a claimant's gang is kept out
-    (``kept_out``, per gang) is read from the others. ``yielding``: the ClusterQueues that claim
-    something through a gang that is kept out (None: not worked out since the last claim was
-    added). ``stuck``: the gangs of yielding claims that could not fit the quota when the cycle
-    started."""
+class TreeClaims:
+    """The reclaim claims of one cohort tree: ``frs``, flavor-resource -> ClusterQueue -> the
+    waiting gang through which that queue claims its lent quota back; ``claimants``, per
+    ClusterQueue that claims anything, that gang (see
+    :meth:`gangq.core.claims.Claims.reclaimer_for`). Within a cycle, claims made after it started
+    are ``late``: whether a claimant's gang is kept out (``kept_out``, per gang) is read from the
+    others. ``yielding``: the ClusterQueues that claim something through a gang that is kept out
+    (None: not worked out since the last claim was added). ``stuck``: the gangs of yielding claims
+    that could not fit the quota when the cycle started.
 
-    __slots__ = ("claimants", "kept_out", "late", "sealed", "stuck", "yielding")
+    A plain class holding the dict, not a dict subclass: mypyc compiles a subclass of dict as an
+    interpreted class, whose attributes every claim check would look up by name."""
+
+    __slots__ = ("claimants", "frs", "kept_out", "late", "sealed", "stuck", "yielding")
 
     def __init__(self) -> None:
-        super().__init__()
+        self.frs: dict[FlavorResource, dict[str, Workload]] = {}
         self.claimants: dict[str, Workload] = {}
         self.kept_out: dict[str, bool] = {}
         self.late: set[tuple[FlavorResource, str]] = set()
@@ -38,22 +41,24 @@ class TreeClaims(dict[FlavorResource, dict[str, Workload]]):
         self.yielding: set[str] | None = None
 
 
-class AvailableQuota(dict[FlavorResource, int]):
-    """A ClusterQueue's available quota per flavor-resource, computed on first use; with the
-    quota potential and the lenders' claims on what its gangs would borrow, cached the same way."""
+class AvailableQuota:
+    """A ClusterQueue's available quota per flavor-resource, computed on first use (:meth:`get`);
+    with the quota potential and the lenders' claims on what its gangs would borrow, cached the
+    same way. A plain class, not a dict subclass, for the reason TreeClaims gives."""
 
-    __slots__ = ("node", "potentials", "reclaimers", "tree")
+    __slots__ = ("node", "potentials", "reclaimers", "tree", "values")
 
     def __init__(self, tree: QuotaTree, node: QuotaNode) -> None:
-        super().__init__()
         self.tree = tree
         self.node = node
+        self.values: dict[FlavorResource, int] = {}
         self.reclaimers: dict[tuple[object, ...], Workload | None] = {}
         self.potentials: dict[FlavorResource, int] = {}
 
-    def __missing__(self, fr: FlavorResource) -> int:
-        value = self.tree.available(self.node, fr)
-        self[fr] = value
+    def get(self, fr: FlavorResource) -> int:
+        value = self.values.get(fr)
+        if value is None:
+            value = self.values[fr] = self.tree.available(self.node, fr)
         return value
 
     def potential(self, fr: FlavorResource) -> int:
@@ -69,7 +74,8 @@ class CycleScratch:
     __slots__ = (
         "admitted",
         "available",
-        "available_version",
+        "available_heads",
+        "available_quota",
         "capacity_failed",
         "claims",
         "decisions",
@@ -85,9 +91,12 @@ class CycleScratch:
 
     def __init__(self, now: float, decisions: list[Decision]) -> None:
         self.now = now
-        # Available quota per ClusterQueue, valid while the quota tree's version is unchanged.
+        # Available quota per ClusterQueue, valid while the quota tree's version and
+        # QueueBook.heads_version are still those it was worked out at (two ints, not a tuple:
+        # compared on every retried gang).
         self.available: dict[str, AvailableQuota] = {}
-        self.available_version = (-1, -1)
+        self.available_quota = -1
+        self.available_heads = -1
         # Request vectors that fit no node of a candidate-pool set this cycle.
         self.unplaceable: dict[tuple[int, ...], list[Mapping[str, int]]] = {}
         # ClusterQueues whose head already tried preemption this cycle.

@@ -294,8 +294,8 @@ class EngineState:
         return victim is not None and victim.state == "Evicting" and victim.cq is not None
 
     def may_preempt(self, cq: ClusterQueueState) -> bool:
-        p = cq.spec.preemption
-        return p.within_cluster_queue != "Never" or p.reclaim_within_cohort != "Never"
+        """May ``cq`` preempt (read from its spec when the spec is set)?"""
+        return cq.preempts
 
     def evict(
         self,

@@ -49,14 +49,15 @@ class CandidateWalk:
 
     __slots__ = (
         "by_shape",
+        "cq",
         "dead",
         "heap",
-        "index",
         "kept",
         "marks",
         "name",
         "parked",
         "protected",
+        "serial",
         "shapes",
         "skipped",
         "skipping",
@@ -67,21 +68,31 @@ class CandidateWalk:
         self, cq: ClusterQueueState, bounds: list[dict[str, int]], marks: bool, skipping: dict[str, CandidateWalk]
     ) -> None:
         self.name = cq.name
+        self.cq = cq
         self.skipping = skipping  # the cycle's walks whose last step skipped gangs (by queue name)
         self.by_shape = cq.shapes
-        self.shapes: list[ShapeQueue] = cq.shape_index.fitting(bounds) if bounds else []
-        # Position of each shape in ``shapes``, keyed by the ShapeQueue itself (hashed by identity,
-        # not by its shape tuple); made when first asked for (:meth:`_position`).
-        self.index: dict[ShapeQueue, int] | None = None
+        # The ShapeIndex.fitting call that listed the shapes: each shape it marked with it holds
+        # its position in ``shapes`` (``ShapeQueue.pos``) until a later call lists it for another
+        # walk (see :meth:`_position`); -1: no call, no shapes.
+        self.serial = -1
+        shapes: list[ShapeQueue] = []
+        if bounds:
+            index = cq.shape_index
+            shapes = index.fitting(bounds)
+            self.serial = index.calls
+            for i in range(len(shapes)):
+                shapes[i].pos = i
+        self.shapes = shapes
         # (next gang, shape index) of the shapes without a mark, from the last key asked for
-        # (built at the first ask); shapes with a mark whose entry came up wait in ``parked``.
+        # (built at the first ask); shapes with a mark whose entry came up wait in ``parked``
+        # (made when first needed, as the containers below: most walks never need them).
         self.heap: list[tuple[OrderKey, int]] | None = None
-        self.parked: set[int] = set()
+        self.parked: set[int] | None = None
         # Per shape: (the state it failed in, and the gangs that may still pass then: limit below
         # this, and ending by that time from that moment, see ShapeQueue.first_from).
         self.dead: dict[ShapeQueue, tuple[StateStamp, float, float, float]] = {}
-        self.kept: list[OrderKey] = []  # candidates whatever the bounds (the claimant)
-        self.protected: dict[ShapeQueue, list[OrderKey]] = {}
+        self.kept: list[OrderKey] | None = None  # candidates whatever the bounds (the claimant)
+        self.protected: dict[ShapeQueue, list[OrderKey]] | None = None
         self.stop: OrderKey | None = None  # no candidate after it
         self.marks = marks  # skip by shape at all
         # The last key :meth:`first_from` returned lies past gangs it skipped.
@@ -90,20 +101,27 @@ class CandidateWalk:
     def empty(self) -> bool:
         return not self.shapes and not self.kept
 
-    def _positions(self) -> dict[ShapeQueue, int]:
-        index = self.index
-        if index is None:
-            index = self.index = {shape: i for i, shape in enumerate(self.shapes)}
-        return index
+    def _position(self, shape: ShapeQueue) -> int:
+        """``shape``'s position in ``shapes``; -1 if it is not one of the walk's."""
+        if shape.mark == self.serial:
+            return shape.pos
+        # Listed since for a later walk of the queue: looked for.
+        shapes = self.shapes
+        for i in range(len(shapes)):
+            if shapes[i] is shape:
+                return i
+        return -1
 
     def _shape_of(self, wl: Workload) -> ShapeQueue | None:
         """``wl``'s shape, if it is one of the walk's."""
-        shape = self.by_shape.get(wl.shape)
-        return shape if shape is not None and shape in self._positions() else None
+        # A gang waiting in the walk's queue knows its ShapeQueue (the queue's ``shapes[wl.shape]``).
+        waiting = wl.cq is self.cq and wl.queued == "inadmissible"
+        shape = wl.shape_queue if waiting else self.by_shape.get(wl.shape)
+        return shape if shape is not None and self._position(shape) >= 0 else None
 
     def holds(self, wl: Workload) -> bool:
         """Is ``wl`` among the candidates (before any skipping)?"""
-        if wl.order_key in self.kept:
+        if self.kept is not None and wl.order_key in self.kept:
             return True
         if wl.queued != "inadmissible":
             return False
@@ -112,29 +130,42 @@ class CandidateWalk:
 
     def keep(self, key: OrderKey) -> None:
         """``key`` stays a candidate whatever the bounds."""
-        if key not in self.kept:
-            bisect.insort(self.kept, key)
+        kept = self.kept
+        if kept is None:
+            self.kept = [key]
+        elif key not in kept:
+            bisect.insort(kept, key)
 
     def protect(self, wl: Workload) -> None:
         """``wl`` is never skipped, nor does its failure skip others."""
         shape = self._shape_of(wl)
         if shape is not None:
+            if self.protected is None:
+                self.protected = {}
             bisect.insort(self.protected.setdefault(shape, []), wl.order_key)
 
     def refilter(self, bounds: list[dict[str, int]]) -> None:
         """The bounds shrank: drop the shapes that no longer fit them."""
         shapes = [shape for shape in self.shapes if fits_any(shape.demand, bounds)]
         if len(shapes) != len(self.shapes):
+            serial = self.serial
+            for shape in self.shapes:
+                if shape.mark == serial:
+                    shape.mark = 0  # dropped, unless listed again below
+            for i in range(len(shapes)):
+                shape = shapes[i]
+                if shape.mark == 0:
+                    shape.mark = serial
+                    shape.pos = i
             self.shapes = shapes
-            self.index = None
-            index = self._positions()
-            self.dead = {shape: mark for shape, mark in self.dead.items() if shape in index}
+            self.dead = {shape: mark for shape, mark in self.dead.items() if self._position(shape) >= 0}
             self.heap = None
-            self.parked.clear()
+            self.parked = None
 
     def any_after(self, key: OrderKey) -> bool:
         """Is some candidate after ``key`` (before any skipping)?"""
-        if self.kept and self.kept[-1] > key:
+        kept = self.kept
+        if kept and kept[-1] > key:
             return True
         return any(shape.maxes[-1] > key for shape in self.shapes if shape.maxes)
 
@@ -147,7 +178,7 @@ class CandidateWalk:
         shape = self._shape_of(wl)
         if shape is None:
             return
-        protected = self.protected.get(shape)
+        protected = self.protected.get(shape) if self.protected is not None else None
         if protected and wl.order_key in protected:
             return
         if wl.reason != "BlockedByReservation" or end == -math.inf:
@@ -177,9 +208,10 @@ class CandidateWalk:
             for shape, mark in list(dead.items()):
                 if mark[0] != state:  # the state changed: its gangs are candidates again
                     del dead[shape]
-                    i = self._positions()[shape]
-                    if i in self.parked:
-                        self.parked.discard(i)
+                    i = self._position(shape)
+                    parked = self.parked
+                    if parked is not None and i in parked:
+                        parked.discard(i)
                         found = shape.first_from(key, None)
                         if found is not None:
                             heapq.heappush(heap, (found, i))
@@ -189,6 +221,8 @@ class CandidateWalk:
             shape = shapes[i]
             if dead and shape in dead:
                 heapq.heappop(heap)
+                if self.parked is None:
+                    self.parked = set()
                 self.parked.add(i)
             elif top < key:
                 found = shape.first_from(key, None)
@@ -205,10 +239,11 @@ class CandidateWalk:
             if i < len(kept) and (best is None or kept[i] < best):
                 best = kept[i]
         passed: OrderKey | None = None  # the first gang skipped
+        protecting = self.protected
         for shape, mark in dead.items():
             below = mark[1]
             found = None if below == -math.inf else shape.first_from(key, below, mark[2], mark[3])
-            protected = self.protected.get(shape)
+            protected = protecting.get(shape) if protecting is not None else None
             if protected:
                 i = bisect.bisect_left(protected, key)
                 if i < len(protected) and (found is None or protected[i] < found):
