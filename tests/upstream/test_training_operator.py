@@ -11,8 +11,11 @@ What gangq promises does not depend on that scheduler holding a gang back: gangq
 whole, and its pods reach a scheduler only then.
 
 Two PyTorchJobs with ``minAvailable`` that fit the ClusterQueue's quota but not the node together
-run one at a time: no job is admitted while another's pods are alive, and no pod is bound before
-its job is admitted (both checked at every poll). The PodGroup the operator writes for each carries
+run one at a time: no job is admitted while pods of another that has not finished are alive, and no
+pod is bound before its job is admitted (both checked at every poll). A job is Succeeded once its
+master is, and gangq then gives its quota back as Kueue does; a worker still running after that
+keeps its node capacity (a pod of no gang) and the next job is admitted only where it fits beside it.
+The PodGroup the operator writes for each carries
 the ``minMember`` and ``minResources`` of the Workload gangq wrote: one job's derived from
 ``minAvailable`` as the operator derives them, the other's its own
 ``schedulingPolicy.minResources``. The PodGroups are the jobs' gangs, never Workloads of their own.
@@ -125,8 +128,9 @@ def operator_log(tmp_path: Path) -> Path:
 
 
 class Gangs(GangWatch):
-    """The PyTorchJobs' pods; every poll also checks that no job is admitted while another's pods
-    are alive. It also gets the operator past a stall of its own (:meth:`unstall`)."""
+    """The PyTorchJobs' pods; every poll also checks that no job is admitted while pods of another
+    that has not finished (a stopping one included) are alive. It also gets the operator past a
+    stall of its own (:meth:`unstall`)."""
 
     def __init__(self, store: Any, log: Path) -> None:
         super().__init__(store, NS)
@@ -160,8 +164,9 @@ class Gangs(GangWatch):
         return (pod["metadata"].get("labels") or {}).get(JOB_NAME)
 
     def check(self, before: set[str], alive: Pods, every: Pods) -> None:
+        finished = {name for name, o in self.jobs().items() if _finished(o)} if before else set()
         for job in before:
-            others = sorted(g for g in alive if g != job)
+            others = sorted(g for g in alive if g != job and g not in finished)
             assert not others, f"{job} admitted while pods of {others} are alive: " + ", ".join(
                 p["metadata"]["name"] for g in others for p in alive[g])
             if not every.get(job):
