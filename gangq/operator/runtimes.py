@@ -137,7 +137,7 @@ class LearnedRuntimes:
     def load_data(self, data: Mapping[str, Any]) -> None:
         try:
             doc = json.loads(str(data.get(DATA_KEY) or "{}"))
-            groups = []
+            groups: list[tuple[Hashable, list[float]]] = []
             for queue, priority_class, pod_sets, times in doc.get("groups") or []:
                 key = (str(queue), (str(priority_class), tuple(
                     (str(n), int(c), tuple((str(r), int(v)) for r, v in reqs)) for n, c, reqs in pod_sets)))
@@ -146,7 +146,7 @@ class LearnedRuntimes:
             log.warning("runtime estimates: ConfigMap %s/%s is not what gangq writes (%s): ignored",
                         self.namespace, CONFIGMAP, err)
             return
-        self.estimator.load(groups)  # type: ignore[arg-type]
+        self.estimator.load(groups)
         log.info("runtime estimates: %d groups of finished gangs read from ConfigMap %s/%s",
                  len(groups), self.namespace, CONFIGMAP)
 
